@@ -1,0 +1,48 @@
+# collegedb: the front database of a sharded SQL fleet, as a PostgreSQL extension.
+
+MODULE_big = collegedb
+EXTENSION = collegedb
+DATA = $(wildcard sql/collegedb--*.sql)
+PGFILEDESC = "collegedb - route keyed statements to PostgreSQL, SQLite and MySQL shards"
+
+OBJS = \
+	src/init.o \
+	src/guc.o \
+	src/shmem.o \
+	src/adapters/common.o \
+	src/adapters/pg.o \
+	src/adapters/sqlite.o \
+	src/adapters/mysql.o \
+	src/remote/placeholders.o \
+	src/remote/connection.o \
+	src/remote/values.o \
+	src/remote/execute.o \
+	src/catalog/catalog.o \
+	src/catalog/config.o \
+	src/catalog/mappings.o \
+	src/catalog/shards.o \
+	src/placement/hash.o \
+	src/placement/strategy.o \
+	src/router/router.o \
+	src/fdw/options.o \
+	src/fdw/handler.o \
+	src/sqlfuncs/shard_funcs.o \
+	src/sqlfuncs/exec_funcs.o \
+	src/sqlfuncs/conn_funcs.o \
+	src/sqlfuncs/hash_funcs.o \
+	src/sqlfuncs/route_funcs.o
+
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
+SHLIB_LINK_INTERNAL = $(libpq)
+SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# without configure's dependency tracking, rebuild everything when a header changes
+HEADERS = $(wildcard src/*.h src/*/*.h)
+$(OBJS) $(OBJS:.o=.bc): $(HEADERS)
+
+# mysql.h clashes with PostgreSQL's headers: only the MySQL adapter sees it.
+src/adapters/mysql.o src/adapters/mysql.bc: override CPPFLAGS += $(shell mariadb_config --include)

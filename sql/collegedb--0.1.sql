@@ -1,0 +1,628 @@
+/* collegedb--0.1.sql: the front database of a sharded SQL fleet */
+
+\echo Use "CREATE EXTENSION collegedb" to load this file. \quit
+
+/*
+ * The foreign-data wrapper.  Shards are foreign servers of it with option
+ * 'dialect'; the server "collegedb" (no options) is the router.
+ */
+CREATE FUNCTION collegedb.fdw_handler()
+RETURNS fdw_handler
+AS 'MODULE_PATHNAME', 'collegedb_fdw_handler'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION collegedb.fdw_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'collegedb_fdw_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER collegedb
+  HANDLER collegedb.fdw_handler
+  VALIDATOR collegedb.fdw_validator;
+
+CREATE SERVER collegedb FOREIGN DATA WRAPPER collegedb;
+
+/*
+ * Catalog: the registered shards and their state (seed 001 "shard
+ * eligibility").  Written only through the functions below.
+ */
+CREATE TABLE collegedb.shard (
+    name        text PRIMARY KEY,
+    physical_id text UNIQUE,
+    writable    boolean NOT NULL DEFAULT true,
+    drain       text NOT NULL DEFAULT 'active'
+                CHECK (drain IN ('active', 'draining', 'retired')),
+    tags        jsonb NOT NULL DEFAULT '{}'
+                CHECK (jsonb_typeof(tags) = 'object'),
+    region      text
+                CHECK (region IN ('wnam', 'enam', 'sam', 'weur', 'eeur', 'apac',
+                                  'apac-ne', 'apac-se', 'oc', 'afr', 'me')),
+    priority    double precision NOT NULL DEFAULT 1
+                CHECK (priority > 0 AND priority < 'infinity'),
+    added_at    timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.shard', '');
+
+/*
+ * Every backend caches collegedb's catalog tables; a change to one makes
+ * every backend drop its copy at its next statement.
+ */
+CREATE FUNCTION collegedb.invalidate_cache()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'collegedb_invalidate_cache'
+LANGUAGE C;
+
+CREATE TRIGGER shard_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.shard
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+/*
+ * Settings (DESIGN.md section 3): one row, written by collegedb.configure().
+ */
+CREATE TABLE collegedb.config (
+    id                    boolean PRIMARY KEY DEFAULT true CHECK (id),
+    strategy              text NOT NULL DEFAULT 'hash'
+                          CHECK (strategy IN ('hash', 'round-robin', 'random', 'location', 'jump', 'slots')),
+    read_strategy         text
+                          CHECK (read_strategy IN ('hash', 'round-robin', 'random', 'location', 'jump', 'slots')),
+    write_strategy        text
+                          CHECK (write_strategy IN ('hash', 'round-robin', 'random', 'location', 'jump', 'slots')),
+    placement             text NOT NULL DEFAULT 'kv' CHECK (placement IN ('kv', 'computed')),
+    target_region         text
+                          CHECK (target_region IN ('wnam', 'enam', 'sam', 'weur', 'eeur', 'apac',
+                                                   'apac-ne', 'apac-se', 'oc', 'afr', 'me')),
+    allocate_on_read      boolean NOT NULL DEFAULT false,
+    hash_mappings         boolean NOT NULL DEFAULT true,
+    max_shard_size        bigint CHECK (max_shard_size > 0),
+    size_cache_ttl        interval NOT NULL DEFAULT '30 seconds'
+                          CHECK (size_cache_ttl >= '0'),
+    mapping_cache_ttl     interval NOT NULL DEFAULT '30 seconds'
+                          CHECK (mapping_cache_ttl >= '0'),
+    eligible              regprocedure,
+    migration_concurrency integer NOT NULL DEFAULT 25 CHECK (migration_concurrency > 0),
+    region_prefixed_keys  boolean NOT NULL DEFAULT false,
+    CHECK (placement = 'kv' OR (coalesce(read_strategy, strategy) = 'hash'
+                                AND coalesce(write_strategy, strategy) = 'hash'))
+);
+INSERT INTO collegedb.config DEFAULT VALUES;
+SELECT pg_catalog.pg_extension_config_dump('collegedb.config', '');
+
+CREATE TRIGGER config_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.config
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+/*
+ * The mapping store (DESIGN.md 4.4): one row per key, primary or lookup.
+ * 'key' is the stored form (lowercase hex SHA-256 of the key's UTF-8 bytes
+ * with hash_mappings, else the key itself); 'record' is the stored form of
+ * the record's primary key, shared by its lookup keys.  Only a record that
+ * has lookup keys keeps its original keys, on its primary row, so that
+ * get_lookup_keys() can return them.
+ */
+CREATE TABLE collegedb.mapping (
+    key         text PRIMARY KEY,
+    record      text NOT NULL,
+    shard       text NOT NULL,
+    keys        text[] CHECK (keys IS NULL OR key = record),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX mapping_record_idx ON collegedb.mapping (record);
+CREATE INDEX mapping_shard_idx ON collegedb.mapping (shard);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.mapping', '');
+
+-- new rows need no invalidation: nobody caches the absence of a mapping
+CREATE TRIGGER mapping_changed
+  AFTER UPDATE OR DELETE OR TRUNCATE ON collegedb.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+/* Shards */
+
+CREATE FUNCTION collegedb.add_shard(name text,
+                                    region text DEFAULT NULL,
+                                    priority double precision DEFAULT 1,
+                                    physical_id text DEFAULT NULL,
+                                    tags jsonb DEFAULT '{}')
+RETURNS void
+AS 'MODULE_PATHNAME', 'collegedb_add_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.drop_shard(name text, force boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'collegedb_drop_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.set_shard_state(name text,
+                                          writable boolean DEFAULT NULL,
+                                          drain text DEFAULT NULL,
+                                          tags jsonb DEFAULT NULL,
+                                          region text DEFAULT NULL,
+                                          priority double precision DEFAULT NULL,
+                                          physical_id text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'collegedb_set_shard_state'
+LANGUAGE C;
+
+CREATE VIEW collegedb.shards AS
+SELECT s.name,
+       (SELECT split_part(o, '=', 2) FROM unnest(fs.srvoptions) AS o
+         WHERE o LIKE 'dialect=%') AS dialect,
+       s.physical_id, s.writable, s.drain, s.tags, s.region, s.priority,
+       s.added_at
+  FROM collegedb.shard s
+  LEFT JOIN pg_catalog.pg_foreign_server fs ON fs.srvname = s.name
+ ORDER BY s.name COLLATE "C";
+
+/* Running statements on shards */
+
+CREATE FUNCTION collegedb.run_on_shard(shard text, sql text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_run_on_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.run_on_shard(shard text, sql text, VARIADIC params "any")
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_run_on_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all_on_shard(shard text, sql text)
+RETURNS SETOF jsonb
+AS 'MODULE_PATHNAME', 'collegedb_all_on_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all_on_shard(shard text, sql text, VARIADIC params "any")
+RETURNS SETOF jsonb
+AS 'MODULE_PATHNAME', 'collegedb_all_on_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.run_on_all(sql text)
+RETURNS TABLE (shard text, ok boolean, rows bigint, error text)
+AS 'MODULE_PATHNAME', 'collegedb_run_on_all'
+LANGUAGE C;
+
+/* Connections and activity */
+
+CREATE FUNCTION collegedb.connections()
+RETURNS TABLE (shard text, user_name text, dialect text, valid boolean,
+               in_transaction boolean)
+AS 'MODULE_PATHNAME', 'collegedb_connections'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.disconnect(shard text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'collegedb_disconnect'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION collegedb.disconnect_all()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'collegedb_disconnect_all'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.shard_activity()
+RETURNS TABLE (shard text, statements bigint, errors bigint)
+AS 'MODULE_PATHNAME', 'collegedb_shard_activity'
+LANGUAGE C;
+
+/* Placement hash functions (DESIGN.md 4.1) */
+
+CREATE FUNCTION collegedb.rendezvous_score(shard text, key text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_rendezvous_score'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION collegedb.rendezvous_owner(key text, shards text[])
+RETURNS text
+AS 'MODULE_PATHNAME', 'collegedb_rendezvous_owner'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION collegedb.jump_bucket(key text, buckets integer)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'collegedb_jump_bucket'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION collegedb.slot_of(key text, slot_count integer)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'collegedb_slot_of'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+/* Settings */
+
+CREATE FUNCTION collegedb.configure(strategy text DEFAULT NULL,
+                                    read_strategy text DEFAULT NULL,
+                                    write_strategy text DEFAULT NULL,
+                                    placement text DEFAULT NULL,
+                                    target_region text DEFAULT NULL,
+                                    allocate_on_read boolean DEFAULT NULL,
+                                    hash_mappings boolean DEFAULT NULL,
+                                    max_shard_size bigint DEFAULT NULL,
+                                    size_cache_ttl interval DEFAULT NULL,
+                                    mapping_cache_ttl interval DEFAULT NULL,
+                                    eligible regprocedure DEFAULT NULL,
+                                    migration_concurrency integer DEFAULT NULL,
+                                    region_prefixed_keys boolean DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    strategies constant text[] := ARRAY['hash', 'round-robin', 'random', 'location', 'jump', 'slots'];
+    regions constant text[] := ARRAY['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac',
+                                     'apac-ne', 'apac-se', 'oc', 'afr', 'me'];
+    cur collegedb.config;
+    s text;
+BEGIN
+    SELECT * INTO cur FROM collegedb.config FOR UPDATE;
+
+    FOREACH s IN ARRAY ARRAY[configure.strategy, configure.read_strategy, configure.write_strategy] LOOP
+        IF s IS NOT NULL AND NOT s = ANY (strategies) THEN
+            RAISE EXCEPTION 'unknown strategy "%"', s
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Valid strategies are hash, round-robin, random, location, jump and slots.';
+        END IF;
+    END LOOP;
+    IF configure.placement IS NOT NULL AND configure.placement NOT IN ('kv', 'computed') THEN
+        RAISE EXCEPTION 'unknown placement "%"', configure.placement
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Valid placements are kv and computed.';
+    END IF;
+    IF configure.target_region IS NOT NULL AND NOT configure.target_region = ANY (regions) THEN
+        RAISE EXCEPTION 'invalid region "%"', configure.target_region
+            USING ERRCODE = 'CD011',
+                  HINT = 'Valid regions are: wnam, enam, sam, weur, eeur, apac, apac-ne, apac-se, oc, afr, me.';
+    END IF;
+    IF configure.max_shard_size <= 0 THEN
+        RAISE EXCEPTION 'max_shard_size must be a positive number of bytes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF configure.size_cache_ttl < '0' OR configure.mapping_cache_ttl < '0' THEN
+        RAISE EXCEPTION 'cache TTLs must not be negative'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF configure.migration_concurrency <= 0 THEN
+        RAISE EXCEPTION 'migration_concurrency must be positive'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF configure.eligible IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM pg_proc p
+            WHERE p.oid = configure.eligible
+              AND p.prorettype = 'boolean'::regtype
+              AND p.proargtypes = '25 3802'::oidvector
+              AND p.prokind = 'f' AND NOT p.proretset) THEN
+        RAISE EXCEPTION 'eligibility predicate % has the wrong signature', configure.eligible
+            USING ERRCODE = 'invalid_function_definition',
+                  HINT = 'The predicate must be a function (shard text, context jsonb) returning boolean.';
+    END IF;
+    IF configure.hash_mappings IS DISTINCT FROM cur.hash_mappings
+       AND configure.hash_mappings IS NOT NULL
+       AND EXISTS (SELECT 1 FROM collegedb.mapping) THEN
+        RAISE EXCEPTION 'cannot change hash_mappings while mappings exist'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Stored keys keep the form they were saved in.',
+                  HINT = 'Delete the mappings first, or keep the current setting.';
+    END IF;
+    IF coalesce(configure.placement, cur.placement) = 'computed'
+       AND (coalesce(configure.read_strategy, cur.read_strategy,
+                     configure.strategy, cur.strategy) <> 'hash'
+            OR coalesce(configure.write_strategy, cur.write_strategy,
+                        configure.strategy, cur.strategy) <> 'hash') THEN
+        RAISE EXCEPTION 'computed placement needs the hash strategy'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Only hash places a key by the key alone, for reads and writes.';
+    END IF;
+
+    UPDATE collegedb.config c SET
+        strategy = coalesce(configure.strategy, c.strategy),
+        read_strategy = coalesce(configure.read_strategy, c.read_strategy),
+        write_strategy = coalesce(configure.write_strategy, c.write_strategy),
+        placement = coalesce(configure.placement, c.placement),
+        target_region = coalesce(configure.target_region, c.target_region),
+        allocate_on_read = coalesce(configure.allocate_on_read, c.allocate_on_read),
+        hash_mappings = coalesce(configure.hash_mappings, c.hash_mappings),
+        max_shard_size = coalesce(configure.max_shard_size, c.max_shard_size),
+        size_cache_ttl = coalesce(configure.size_cache_ttl, c.size_cache_ttl),
+        mapping_cache_ttl = coalesce(configure.mapping_cache_ttl, c.mapping_cache_ttl),
+        eligible = coalesce(configure.eligible, c.eligible),
+        migration_concurrency = coalesce(configure.migration_concurrency, c.migration_concurrency),
+        region_prefixed_keys = coalesce(configure.region_prefixed_keys, c.region_prefixed_keys);
+END
+$$;
+
+CREATE FUNCTION collegedb.reset_setting(name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE reset_setting.name
+    WHEN 'strategy' THEN UPDATE collegedb.config SET strategy = DEFAULT;
+    WHEN 'read_strategy' THEN UPDATE collegedb.config SET read_strategy = NULL;
+    WHEN 'write_strategy' THEN UPDATE collegedb.config SET write_strategy = NULL;
+    WHEN 'placement' THEN UPDATE collegedb.config SET placement = DEFAULT;
+    WHEN 'target_region' THEN UPDATE collegedb.config SET target_region = NULL;
+    WHEN 'allocate_on_read' THEN UPDATE collegedb.config SET allocate_on_read = DEFAULT;
+    WHEN 'max_shard_size' THEN UPDATE collegedb.config SET max_shard_size = NULL;
+    WHEN 'size_cache_ttl' THEN UPDATE collegedb.config SET size_cache_ttl = DEFAULT;
+    WHEN 'mapping_cache_ttl' THEN UPDATE collegedb.config SET mapping_cache_ttl = DEFAULT;
+    WHEN 'eligible' THEN UPDATE collegedb.config SET eligible = NULL;
+    WHEN 'migration_concurrency' THEN UPDATE collegedb.config SET migration_concurrency = DEFAULT;
+    WHEN 'region_prefixed_keys' THEN UPDATE collegedb.config SET region_prefixed_keys = DEFAULT;
+    WHEN 'hash_mappings' THEN PERFORM collegedb.configure(hash_mappings => true);
+    ELSE
+        RAISE EXCEPTION 'unknown setting "%"', reset_setting.name
+            USING ERRCODE = 'undefined_object';
+    END CASE;
+END
+$$;
+
+CREATE VIEW collegedb.settings AS
+SELECT s.name, s.value, s.value IS NOT DISTINCT FROM s.default_value AS is_default
+  FROM collegedb.config c,
+       LATERAL (VALUES
+         ('strategy', c.strategy, 'hash'),
+         ('read_strategy', c.read_strategy, NULL),
+         ('write_strategy', c.write_strategy, NULL),
+         ('placement', c.placement, 'kv'),
+         ('target_region', c.target_region, NULL),
+         ('allocate_on_read', c.allocate_on_read::text, 'false'),
+         ('hash_mappings', c.hash_mappings::text, 'true'),
+         ('max_shard_size', c.max_shard_size::text, NULL),
+         ('size_cache_ttl', c.size_cache_ttl::text, '00:00:30'),
+         ('mapping_cache_ttl', c.mapping_cache_ttl::text, '00:00:30'),
+         ('eligible', c.eligible::text, NULL),
+         ('migration_concurrency', c.migration_concurrency::text, '25'),
+         ('region_prefixed_keys', c.region_prefixed_keys::text, 'false')
+       ) AS s(name, value, default_value);
+
+/* Routing by key (DESIGN.md 5) */
+
+CREATE FUNCTION collegedb.run(key text, sql text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_run'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.run(key text, sql text, VARIADIC params "any")
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_run'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all(key text, sql text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'collegedb_all'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all(key text, sql text, VARIADIC params "any")
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'collegedb_all'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all_json(key text, sql text)
+RETURNS SETOF jsonb
+AS 'MODULE_PATHNAME', 'collegedb_all_json'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all_json(key text, sql text, VARIADIC params "any")
+RETURNS SETOF jsonb
+AS 'MODULE_PATHNAME', 'collegedb_all_json'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.first(key text, sql text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_first'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.first(key text, sql text, VARIADIC params "any")
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_first'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.shard_for_key(key text, for_write boolean DEFAULT false)
+RETURNS text
+AS 'MODULE_PATHNAME', 'collegedb_shard_for_key'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION collegedb.route(key text)
+RETURNS TABLE (shard text, source text, hops integer)
+AS 'MODULE_PATHNAME', 'collegedb_route'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION collegedb.mapping_key(key text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'collegedb_mapping_key'
+LANGUAGE C STABLE STRICT;
+
+CREATE FUNCTION collegedb.cache_stats()
+RETURNS TABLE (mapping_hits bigint, mapping_misses bigint, catalog_reads bigint)
+AS 'MODULE_PATHNAME', 'collegedb_cache_stats'
+LANGUAGE C;
+
+/* Mappings and lookup keys (seed 001 "lookup keys") */
+
+CREATE FUNCTION collegedb.ensure_shard_registered(shard text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'shard must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM collegedb.shard s WHERE s.name = ensure_shard_registered.shard) THEN
+        RAISE EXCEPTION 'shard "%" is not registered', shard
+            USING ERRCODE = 'CD001',
+                  HINT = 'Register a collegedb server with collegedb.add_shard().';
+    END IF;
+END
+$$;
+
+/* record_of returns the stored form of the record a key belongs to */
+CREATE FUNCTION collegedb.record_of(key text, must_exist boolean)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT m.record INTO rec FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key(record_of.key);
+    IF rec IS NULL AND must_exist THEN
+        RAISE EXCEPTION 'key "%" has no mapping', key USING ERRCODE = 'CD005';
+    END IF;
+    RETURN rec;
+END
+$$;
+
+/*
+ * attach_lookup_keys adds lookup keys to record 'rec' on 'shard', refusing
+ * (before changing anything) any that belongs to another record.
+ */
+CREATE FUNCTION collegedb.attach_lookup_keys(rec text, primary_key text, shard text,
+                                             lookup_keys text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lk text;
+    owner text;
+    originals text[];
+BEGIN
+    FOREACH lk IN ARRAY coalesce(lookup_keys, '{}') LOOP
+        IF lk IS NULL THEN
+            RAISE EXCEPTION 'lookup keys must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        SELECT m.record INTO owner FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key(lk);
+        IF owner IS NOT NULL AND owner <> rec THEN
+            RAISE EXCEPTION 'lookup key "%" already belongs to another record', lk
+                USING ERRCODE = 'unique_violation',
+                      HINT = 'A lookup key can point at one record only.';
+        END IF;
+    END LOOP;
+    IF cardinality(lookup_keys) > 0 THEN
+        SELECT coalesce(m.keys, ARRAY[primary_key]) INTO originals
+          FROM collegedb.mapping m WHERE m.key = rec;
+        INSERT INTO collegedb.mapping (key, record, shard)
+        SELECT DISTINCT collegedb.mapping_key(k), rec, attach_lookup_keys.shard
+          FROM unnest(lookup_keys) AS k
+        ON CONFLICT (key) DO NOTHING;
+        UPDATE collegedb.mapping m
+           SET keys = (SELECT array_agg(k ORDER BY ord)
+                         FROM (SELECT k, min(ord) AS ord
+                                 FROM unnest(originals || lookup_keys) WITH ORDINALITY AS u(k, ord)
+                                GROUP BY k) AS d)
+         WHERE m.key = rec;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION collegedb.set_mapping(key text, shard text, lookup_keys text[] DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    rec text;
+BEGIN
+    PERFORM collegedb.ensure_shard_registered(shard);
+    rec := collegedb.record_of(key, false);
+    k := collegedb.mapping_key(key);
+    IF rec IS NOT NULL AND rec <> k THEN
+        RAISE EXCEPTION 'key "%" is a lookup key of another record', key
+            USING ERRCODE = 'unique_violation',
+                  HINT = 'Set the mapping through the record''s primary key.';
+    END IF;
+    INSERT INTO collegedb.mapping (key, record, shard) VALUES (k, k, set_mapping.shard)
+    ON CONFLICT ON CONSTRAINT mapping_pkey DO NOTHING;
+    PERFORM collegedb.attach_lookup_keys(k, key, shard, lookup_keys);
+    UPDATE collegedb.mapping m SET shard = set_mapping.shard
+     WHERE m.record = k AND m.shard <> set_mapping.shard;
+END
+$$;
+
+CREATE FUNCTION collegedb.add_lookup_keys(key text, lookup_keys text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := collegedb.record_of(key, true);
+    s text;
+BEGIN
+    SELECT m.shard INTO s FROM collegedb.mapping m WHERE m.key = rec;
+    PERFORM collegedb.attach_lookup_keys(rec, key, s, lookup_keys);
+END
+$$;
+
+CREATE FUNCTION collegedb.get_lookup_keys(key text)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := collegedb.record_of(key, false);
+    originals text[];
+BEGIN
+    IF rec IS NULL THEN
+        RETURN '{}';
+    END IF;
+    SELECT m.keys INTO originals FROM collegedb.mapping m WHERE m.key = rec;
+    RETURN coalesce(originals, ARRAY[key]);
+END
+$$;
+
+CREATE FUNCTION collegedb.update_mapping(key text, shard text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := collegedb.record_of(key, true);
+BEGIN
+    PERFORM collegedb.ensure_shard_registered(shard);
+    UPDATE collegedb.mapping m SET shard = update_mapping.shard
+     WHERE m.record = rec AND m.shard <> update_mapping.shard;
+END
+$$;
+
+CREATE FUNCTION collegedb.delete_mapping(key text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := collegedb.record_of(key, true);
+BEGIN
+    DELETE FROM collegedb.mapping m WHERE m.record = rec;
+END
+$$;
+
+CREATE FUNCTION collegedb.keys_for_shard(shard text)
+RETURNS SETOF text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.key FROM collegedb.mapping m
+     WHERE m.shard = keys_for_shard.shard ORDER BY m.key COLLATE "C"
+$$;
+
+CREATE FUNCTION collegedb.first_by_lookup_key(lookup_key text, sql text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_first_by_lookup_key'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.first_by_lookup_key(lookup_key text, sql text, VARIADIC params "any")
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_first_by_lookup_key'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all_by_lookup_key(lookup_key text, sql text)
+RETURNS SETOF jsonb
+AS 'MODULE_PATHNAME', 'collegedb_all_by_lookup_key'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.all_by_lookup_key(lookup_key text, sql text, VARIADIC params "any")
+RETURNS SETOF jsonb
+AS 'MODULE_PATHNAME', 'collegedb_all_by_lookup_key'
+LANGUAGE C;

@@ -1,0 +1,129 @@
+-- The statement surface on one dialect, included by sqlite.sql,
+-- postgres.sql and mysql.sql.  They register shards s1 and s2 of their
+-- dialect and set the dialect's type names: bytes_t, ts_t, tstz_t,
+-- uuid_t, json_t.
+
+-- try() runs a statement and returns ok or the SQLSTATE and message, so
+-- that bad cases show their error codes
+CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+SELECT shard, ok, error FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;
+SELECT format('CREATE TABLE items (id VARCHAR(64) PRIMARY KEY, n INTEGER, price DECIMAL(12,2), '
+              'f DOUBLE PRECISION, ok BOOLEAN, data %s, d DATE, ts %s, tstz %s, u %s, doc %s, '
+              'note VARCHAR(200))', :'bytes_t', :'ts_t', :'tstz_t', :'uuid_t', :'json_t') AS ddl \gset
+SELECT shard, ok, rows, error FROM collegedb.run_on_all(:'ddl') ORDER BY shard;
+
+-- parameters of each type arrive as the natural native value
+SELECT collegedb.run_on_shard('s1',
+  'INSERT INTO items (id, n, price, f, ok, data, d, ts, tstz, u, doc, note) '
+  'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+  'a'::text, 42, 1234.56::numeric, 2.5::float8, true, '\x00ff10'::bytea,
+  '2024-02-29'::date, '2024-01-02 03:04:05.25'::timestamp,
+  '2024-01-02 03:04:05+02'::timestamptz, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid,
+  '{"k": [1, 2]}'::jsonb, 'it''s "quoted" \ and ünïcödé'::varchar);
+SELECT collegedb.run_on_shard('s1',
+  'INSERT INTO items (id, n, price, f, ok, data, d, ts, tstz, u, doc, note) '
+  'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+  'b', 7::int2, 9999999999.99::numeric, 0.1::float4, false, NULL::bytea,
+  NULL::date, NULL::timestamp, NULL::timestamptz, NULL::uuid, NULL::json, NULL);
+SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id, n, price, f, data, d, note FROM items ORDER BY id');
+SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id, ts, tstz, u, doc FROM items ORDER BY id');
+-- a parameter twice; placeholders inside literals, identifiers and comments are text
+SELECT * FROM collegedb.all_on_shard('s1',
+  'SELECT count(*) AS n, ''$1'' AS lit FROM items /* $2 */ WHERE id = $1 OR note = $1 -- $3',
+  'a');
+SELECT collegedb.run_on_shard('s1', 'UPDATE items SET n = n + $1 WHERE id IN ($2, $3)', 1, 'a', 'b');
+SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id, n FROM items ORDER BY id');
+-- a VARIADIC array works like separate arguments
+SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE id = $1 OR id = $2 ORDER BY id',
+  VARIADIC ARRAY['a', 'b']);
+
+-- bad statements: each fails with its SQLSTATE, on the shard or before it
+SELECT try($$SELECT collegedb.run_on_shard('s1', 'SELEC 1')$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', 'SELECT * FROM no_such_table')$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'a')$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', 'SELECT $1, $2', 1)$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', 'SELECT 1', 1)$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', '  ;  -- nothing')$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', 'SELECT 1; SELECT 2')$$);
+SELECT try($$SELECT collegedb.run_on_shard('s1', NULL)$$);
+SELECT try($$SELECT collegedb.run_on_shard('nowhere', 'SELECT 1')$$);
+-- the remote error keeps its identity and says where it came from
+\set VERBOSITY default
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'a');
+\set VERBOSITY terse
+SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items');
+
+-- statements in one front transaction share one remote transaction
+BEGIN;
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'rolled-back');
+SELECT collegedb.run_on_shard('s2', 'INSERT INTO items (id) VALUES ($1)', 'rolled-back');
+SELECT shard, in_transaction FROM collegedb.connections() ORDER BY shard;
+ROLLBACK;
+SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE id = $1', 'rolled-back');
+SELECT count(*) FROM collegedb.all_on_shard('s2', 'SELECT id FROM items WHERE id = $1', 'rolled-back');
+SELECT shard, in_transaction FROM collegedb.connections() ORDER BY shard;
+
+BEGIN;
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'committed');
+SELECT collegedb.run_on_shard('s2', 'INSERT INTO items (id) VALUES ($1)', 'committed');
+COMMIT;
+SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE id = $1', 'committed');
+SELECT * FROM collegedb.all_on_shard('s2', 'SELECT id FROM items WHERE id = $1', 'committed');
+
+-- an error rolls the front transaction back, and the shards with it
+BEGIN;
+SELECT collegedb.run_on_shard('s2', 'INSERT INTO items (id) VALUES ($1)', 'lost');
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'a');
+COMMIT;
+SELECT count(*) FROM collegedb.all_on_shard('s2', 'SELECT id FROM items WHERE id = $1', 'lost');
+
+-- savepoints follow the front's subtransactions
+BEGIN;
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'sp-kept');
+SAVEPOINT one;
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'sp-undone');
+ROLLBACK TO SAVEPOINT one;
+SAVEPOINT two;
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'a');
+ROLLBACK TO SAVEPOINT two;
+SELECT collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'sp-after-error');
+SAVEPOINT three;
+SELECT collegedb.run_on_shard('s2', 'INSERT INTO items (id) VALUES ($1)', 'sp-released');
+RELEASE SAVEPOINT three;
+COMMIT;
+SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE id LIKE $1 ORDER BY id', 'sp-%');
+SELECT * FROM collegedb.all_on_shard('s2', 'SELECT id FROM items WHERE id LIKE $1 ORDER BY id', 'sp-%');
+
+-- a PL/pgSQL exception block is a subtransaction too
+DO $$
+BEGIN
+  PERFORM collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'plpgsql-undone');
+  PERFORM collegedb.run_on_shard('s1', 'INSERT INTO items (id) VALUES ($1)', 'a');
+EXCEPTION WHEN unique_violation THEN
+  RAISE NOTICE 'caught %', SQLSTATE;
+END $$;
+SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE id = $1', 'plpgsql-undone');
+
+-- run_on_all reports a failing shard as a row and keeps the others' work
+SELECT collegedb.run_on_shard('s2', 'DROP TABLE items');
+SELECT shard, ok, rows, error IS NOT NULL AS failed
+  FROM collegedb.run_on_all('UPDATE items SET note = ''touched''') ORDER BY shard;
+SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE note = $1', 'touched');
+
+-- connections are cached, listed and closed on request
+SELECT shard, dialect, valid FROM collegedb.connections() ORDER BY shard;
+SELECT collegedb.disconnect('s1');
+SELECT collegedb.disconnect('s1');
+SELECT shard FROM collegedb.connections() ORDER BY shard;
+SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items');
+SELECT collegedb.disconnect_all();
+SELECT shard FROM collegedb.connections() ORDER BY shard;
+
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;

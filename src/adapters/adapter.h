@@ -1,0 +1,223 @@
+/*-------------------------------------------------------------------------
+ *
+ * adapter.h
+ *	  The one interface behind which every shard dialect sits.
+ *
+ * An adapter knows how to talk to one kind of shard (PostgreSQL over libpq,
+ * SQLite files, MySQL/MariaDB over libmariadb): connect, run one statement
+ * with parameters while streaming the result rows to a sink, cancel, close,
+ * and map the client library's errors to SQLSTATE + message + detail + hint.
+ *
+ * Adapters do not raise errors for remote failures: they fill a
+ * CdRemoteError and return false, so that the remote layer (src/remote/)
+ * can decide whether to retry, mark the connection broken, and add a context
+ * line naming the shard and the statement.  Adapters may still throw for
+ * interrupts (query cancel, statement_timeout) and for out-of-memory; they
+ * release every client-library resource before letting such an error go.
+ *
+ * Client-library headers never appear here: each is included by its adapter
+ * only (mysql.h clashes with PostgreSQL's headers).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_ADAPTER_H
+#define COLLEGEDB_ADAPTER_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+typedef enum CdDialect
+{
+	CD_DIALECT_POSTGRES = 0,
+	CD_DIALECT_SQLITE,
+	CD_DIALECT_MYSQL
+} CdDialect;
+
+#define CD_DIALECT_COUNT 3
+
+/*
+ * CdValueKind classifies a parameter or result value in a dialect-neutral
+ * way.  The remote layer turns PostgreSQL datums into CdParams and result
+ * cells into jsonb or into the caller's column types according to it.
+ */
+typedef enum CdValueKind
+{
+	CD_VALUE_NULL = 0,
+	CD_VALUE_BOOL,
+	CD_VALUE_INT,				/* fits int64 */
+	CD_VALUE_FLOAT,				/* float4/float8 */
+	CD_VALUE_NUMERIC,			/* exact decimal, text form */
+	CD_VALUE_TEXT,
+	CD_VALUE_BYTES,				/* raw bytes, not hex */
+	CD_VALUE_JSON,				/* JSON text */
+	CD_VALUE_DATE,				/* YYYY-MM-DD */
+	CD_VALUE_TIME,				/* HH:MM:SS[.ffffff] */
+	CD_VALUE_TIMESTAMP,			/* YYYY-MM-DD HH:MM:SS[.ffffff], no zone */
+	CD_VALUE_TIMESTAMPTZ,		/* as TIMESTAMP, always UTC, no zone suffix */
+	CD_VALUE_UUID				/* canonical 36-character text */
+} CdValueKind;
+
+/*
+ * CdParam is one statement parameter.
+ *
+ * For every kind but NULL, 'str'/'len' hold a text form valid as PostgreSQL
+ * input for 'typid' (for BYTES: the raw bytes; for TIMESTAMPTZ: the UTC
+ * time without a zone suffix, the adapter adds the zone its dialect needs).
+ * BOOL, INT and FLOAT also carry their binary value so that adapters can
+ * bind natively.  'typid' is the front's type OID; the PostgreSQL adapter
+ * sends it when it is a built-in type.
+ */
+typedef struct CdParam
+{
+	CdValueKind kind;
+	Oid			typid;
+	bool		bval;
+	int64		ival;
+	double		fval;
+	const char *str;
+	int			len;
+} CdParam;
+
+/*
+ * CdCell is one result value.  'data'/'len' hold the text form in
+ * PostgreSQL input syntax (numbers, booleans as "t"/"f", dates and
+ * timestamps in ISO form, JSON text); for BYTES the raw bytes.  'data' is
+ * valid only during the sink callback.
+ */
+typedef struct CdCell
+{
+	bool		isnull;
+	CdValueKind kind;
+	const char *data;
+	int			len;
+} CdCell;
+
+/*
+ * CdRowSink receives a statement's result: first the column names (once,
+ * also for a statement that returns no rows but has a row description, and
+ * not at all for a statement without one), then each row.  Callbacks may
+ * throw; the adapter then releases its client-library resources and
+ * re-throws.
+ */
+typedef struct CdRowSink CdRowSink;
+struct CdRowSink
+{
+	void		(*columns) (CdRowSink *self, int ncols, const char *const *names);
+	void		(*row) (CdRowSink *self, int ncols, const CdCell *cells);
+};
+
+/*
+ * CdRemoteError describes a failure.  Strings are palloc'd in the memory
+ * context current when the adapter was called, copied out of the client
+ * library before any handle is freed.  'connection_lost' says the
+ * connection can no longer be used (the remote layer then closes it and,
+ * when nothing was in flight, may reconnect and retry).
+ */
+typedef struct CdRemoteError
+{
+	char		sqlstate[6];	/* five characters and a NUL */
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+	bool		connection_lost;
+} CdRemoteError;
+
+/*
+ * CdConnOption is one keyword/value pair from the foreign server or the
+ * user mapping (the 'dialect' option is not passed on).
+ */
+typedef struct CdConnOption
+{
+	const char *keyword;
+	const char *value;
+	bool		from_user_mapping;
+} CdConnOption;
+
+typedef struct CdConnInfo
+{
+	const char *shard;			/* server name, for messages */
+	int			noptions;
+	const CdConnOption *options;
+} CdConnInfo;
+
+/*
+ * CdAdapter is the operations table of one dialect.
+ *
+ * connect:	 open a connection; NULL and *err filled on failure.  The handle
+ *			 is malloc'd or owned by the client library, never palloc'd: it
+ *			 outlives transactions.
+ * exec:	 run 'nsetup' parameterless commands (transaction control such as
+ *			 BEGIN or SAVEPOINT, no result rows) and then 'sql' with 'params'.
+ *			 'sql' uses $1..$n placeholders; the adapter rewrites them for its
+ *			 dialect (see remote/placeholders.h), each $n may appear more than
+ *			 once.  Rows go to 'sink' (NULL: discard), the affected-row count
+ *			 to *rows_affected (rows returned for a row-returning statement).
+ *			 Returns false with *err filled on a remote failure.  Where the
+ *			 protocol allows, setup commands and the statement travel in one
+ *			 round trip.  Waits are interruptible; on an interrupt the adapter
+ *			 cancels the remote work, frees its resources and re-throws.
+ * close:	 close the connection and free the handle (NULL is a no-op).
+ * option_ok: whether 'keyword' is a valid option of this dialect for the
+ *			 catalog 'catalog' (ForeignServerRelationId or
+ *			 UserMappingRelationId).
+ * check_options: semantic checks on an option list (List of DefElem, the
+ *			 'dialect' option already removed) at CREATE/ALTER SERVER or USER
+ *			 MAPPING time: required options, values.  ereports on failure
+ *			 (ERRCODE_FDW_OPTION_NAME_NOT_FOUND, ERRCODE_FDW_INVALID_OPTION_NAME,
+ *			 ERRCODE_INVALID_PARAMETER_VALUE).
+ * valid_options: palloc'd, comma-separated list of the valid option
+ *			 keywords for 'catalog', for hints.
+ * sql_*:	 the dialect's transaction-control statements.  The savepoint
+ *			 statements take the savepoint level as %d.
+ * implicit_commit: NULL-terminated list of the lower-case first words of
+ *			 statements that commit the open transaction on this dialect
+ *			 (MySQL's DDL), or NULL.  They run outside any remote
+ *			 transaction and are refused inside one.
+ * quote_ident: palloc'd identifier quoted for the dialect.
+ * tombstone_ddl: statement creating the tombstone table (idempotent).
+ */
+typedef struct CdAdapter
+{
+	CdDialect	dialect;
+	const char *name;
+
+	void	   *(*connect) (const CdConnInfo *info, CdRemoteError *err);
+	bool		(*exec) (void *conn, int nsetup, const char *const *setup,
+						 const char *sql, int nparams, const CdParam *params,
+						 CdRowSink *sink, int64 *rows_affected,
+						 CdRemoteError *err);
+	void		(*close) (void *conn);
+
+	bool		(*option_ok) (const char *keyword, Oid catalog);
+	void		(*check_options) (List *options, Oid catalog);
+	char	   *(*valid_options) (Oid catalog);
+
+	const char *sql_begin;
+	const char *sql_commit;
+	const char *sql_rollback;
+	const char *sql_savepoint;	/* "SAVEPOINT s%d" */
+	const char *sql_release;	/* "RELEASE SAVEPOINT s%d" */
+	const char *sql_rollback_to;	/* "ROLLBACK TO SAVEPOINT s%d" */
+	const char *const *implicit_commit;
+
+	char	   *(*quote_ident) (const char *ident);
+	const char *tombstone_ddl;
+} CdAdapter;
+
+extern const CdAdapter CdPostgresAdapter;
+extern const CdAdapter CdSqliteAdapter;
+extern const CdAdapter CdMysqlAdapter;
+
+extern const CdAdapter *AdapterForDialect(CdDialect dialect);
+extern bool AdapterParseDialect(const char *name, CdDialect *dialect);
+extern const char *AdapterDialectName(CdDialect dialect);
+
+/* helpers shared by adapters (adapters/common.c) */
+extern void AdapterSetError(CdRemoteError *err, const char *sqlstate,
+							bool connection_lost, const char *message,
+							const char *detail, const char *hint);
+extern char *AdapterHexBytes(const char *data, int len);
+extern char *AdapterQuoteIdent(const char *ident, char quote);
+
+#endif							/* COLLEGEDB_ADAPTER_H */

@@ -1,0 +1,124 @@
+/*-------------------------------------------------------------------------
+ *
+ * common.c
+ *	  The dialect registry and the small helpers every adapter shares.
+ *
+ * Nothing here talks to a shard; the adapters do.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "adapters/adapter.h"
+
+static const CdAdapter *const adapters[CD_DIALECT_COUNT] = {
+	[CD_DIALECT_POSTGRES] = &CdPostgresAdapter,
+	[CD_DIALECT_SQLITE] = &CdSqliteAdapter,
+	[CD_DIALECT_MYSQL] = &CdMysqlAdapter,
+};
+
+/*
+ * AdapterForDialect returns the operations table of a dialect.
+ */
+const CdAdapter *
+AdapterForDialect(CdDialect dialect)
+{
+	if (dialect < 0 || dialect >= CD_DIALECT_COUNT)
+		elog(ERROR, "unknown collegedb dialect %d", (int) dialect);
+	return adapters[dialect];
+}
+
+/*
+ * AdapterParseDialect maps a 'dialect' option value to its enum; false when
+ * the name is not one of ours.  "mariadb" is accepted as a synonym of
+ * "mysql".
+ */
+bool
+AdapterParseDialect(const char *name, CdDialect *dialect)
+{
+	if (strcmp(name, "postgres") == 0)
+		*dialect = CD_DIALECT_POSTGRES;
+	else if (strcmp(name, "sqlite") == 0)
+		*dialect = CD_DIALECT_SQLITE;
+	else if (strcmp(name, "mysql") == 0 || strcmp(name, "mariadb") == 0)
+		*dialect = CD_DIALECT_MYSQL;
+	else
+		return false;
+	return true;
+}
+
+/*
+ * AdapterDialectName returns the canonical name of a dialect.
+ */
+const char *
+AdapterDialectName(CdDialect dialect)
+{
+	return AdapterForDialect(dialect)->name;
+}
+
+/*
+ * AdapterSetError fills a CdRemoteError, copying every string into the
+ * current memory context so that the caller may free client-library
+ * handles right after.
+ */
+void
+AdapterSetError(CdRemoteError *err, const char *sqlstate, bool connection_lost,
+				const char *message, const char *detail, const char *hint)
+{
+	if (sqlstate == NULL || strlen(sqlstate) != 5)
+		sqlstate = connection_lost ? "08006" : "XX000";
+	memcpy(err->sqlstate, sqlstate, 5);
+	err->sqlstate[5] = '\0';
+	err->message = pstrdup(message ? message : "unknown error");
+	err->detail = detail && detail[0] ? pstrdup(detail) : NULL;
+	err->hint = hint && hint[0] ? pstrdup(hint) : NULL;
+	err->connection_lost = connection_lost;
+}
+
+/*
+ * AdapterHexBytes renders raw bytes as PostgreSQL's bytea hex text
+ * ("\x0a1b..."), palloc'd.
+ */
+char *
+AdapterHexBytes(const char *data, int len)
+{
+	static const char hexdig[] = "0123456789abcdef";
+	char	   *out = palloc(len * 2 + 3);
+	char	   *p = out;
+
+	*p++ = '\\';
+	*p++ = 'x';
+	for (int i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) data[i];
+
+		*p++ = hexdig[c >> 4];
+		*p++ = hexdig[c & 0xF];
+	}
+	*p = '\0';
+	return out;
+}
+
+/*
+ * AdapterQuoteIdent quotes an identifier between two 'quote' characters,
+ * doubling the ones inside it: '"' for PostgreSQL and SQLite, '`' for
+ * MySQL.  The result is palloc'd.
+ */
+char *
+AdapterQuoteIdent(const char *ident, char quote)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, quote);
+	for (const char *p = ident; *p; p++)
+	{
+		if (*p == quote)
+			appendStringInfoChar(&buf, quote);
+		appendStringInfoChar(&buf, *p);
+	}
+	appendStringInfoChar(&buf, quote);
+	return buf.data;
+}

@@ -1,0 +1,1627 @@
+/*-------------------------------------------------------------------------
+ *
+ * mysql.c
+ *	  The MySQL/MariaDB adapter: shards reached over libmariadb.
+ *
+ * This file connects to MySQL and MariaDB servers, runs one statement at a
+ * time with its $n parameters interpolated client-side as literals (one
+ * round trip, as most MySQL drivers do), hands the buffered result to a
+ * row sink with dialect-neutral value kinds, maps the server's and the
+ * client library's errors to SQLSTATEs, and validates the foreign-server
+ * and user-mapping options of the "mysql" dialect.
+ *
+ * Every wait goes through the client library's non-blocking API and a
+ * latch wait on the connection's socket, so that query cancel,
+ * statement_timeout and postmaster death are noticed; an interrupt during
+ * a statement cancels it server-side with KILL QUERY sent over a
+ * short-lived second connection.
+ *
+ * It does not cache connections, decide on retries, track transactions or
+ * add error context: the remote layer (src/remote/) does.  It does not
+ * scan SQL text either: remote/placeholders.c finds the placeholders.
+ *
+ * mysql.h clashes with PostgreSQL's headers (see the include block below),
+ * so no other file includes it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "adapters/adapter.h"
+#include "remote/placeholders.h"
+
+/*
+ * mysql.h pulls in ma_list.h, which declares list_add(), list_delete(),
+ * list_cons(), list_reverse(), list_free(), list_length() and list_walk()
+ * for its own LIST type; list_delete(), list_free() and list_length()
+ * conflict with pg_list.h.  We never call those functions, so rename the
+ * declarations while mysql.h is read and drop the names right after, which
+ * leaves PostgreSQL's list API untouched below.  Nothing else clashes.
+ */
+#define list_add		cd_mariadb_list_add
+#define list_delete		cd_mariadb_list_delete
+#define list_cons		cd_mariadb_list_cons
+#define list_reverse	cd_mariadb_list_reverse
+#define list_free		cd_mariadb_list_free
+#define list_length		cd_mariadb_list_length
+#define list_walk		cd_mariadb_list_walk
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <errmsg.h>
+#undef list_add
+#undef list_delete
+#undef list_cons
+#undef list_reverse
+#undef list_free
+#undef list_length
+#undef list_walk
+
+/* MySQL 8 server errors that MariaDB lacks (or numbers differently) */
+#define CD_MYSQL_ER_QUERY_TIMEOUT				3024	/* MySQL max_execution_time */
+#define CD_MYSQL_ER_LOCK_NOWAIT					3572	/* MySQL NOWAIT */
+#define CD_MYSQL_ER_CHECK_CONSTRAINT_VIOLATED	3819	/* MySQL 8.0.16+ */
+#define CD_MYSQL_ER_CLIENT_INTERACTION_TIMEOUT	4031	/* MySQL 8.0.24+ only */
+
+/*
+ * MariaDB Connector/C's own client errors (CR_EVENT_CREATE_FAILED and up);
+ * MySQL servers send nothing in this range.
+ */
+#define CD_MYSQL_CR_EXT_MIN 5000
+#define CD_MYSQL_CR_EXT_MAX 5099
+
+/* the character set number MySQL reports for binary strings */
+#define CD_MYSQL_BINARY_CHARSET 63
+
+#define CD_MYSQL_DEFAULT_CONNECT_TIMEOUT 10 /* seconds */
+#define CD_MYSQL_CANCEL_TIMEOUT 2	/* seconds, each phase of KILL QUERY */
+
+/* room for the decimal form of any 64-bit integer and a NUL */
+#define CD_MYSQL_INTBUF 24
+
+typedef enum CdMysqlSslMode
+{
+	CD_MYSQL_SSL_UNSET = 0,
+	CD_MYSQL_SSL_DISABLED,
+	CD_MYSQL_SSL_PREFERRED,
+	CD_MYSQL_SSL_REQUIRED,
+	CD_MYSQL_SSL_VERIFY_CA,
+	CD_MYSQL_SSL_VERIFY_IDENTITY
+} CdMysqlSslMode;
+
+/*
+ * CdMysqlParams holds what a connection needs to be opened again, which the
+ * KILL QUERY connection does.  Strings are malloc'd (NULL when absent): the
+ * connection outlives every memory context.
+ */
+typedef struct CdMysqlParams
+{
+	char	   *host;
+	char	   *user;
+	char	   *password;
+	char	   *dbname;
+	char	   *socket;
+	unsigned int port;			/* 0: the library's default */
+	int			connect_timeout;	/* seconds */
+	CdMysqlSslMode ssl_mode;
+	int			ssl_verify;		/* -1 unset, 0 or 1 */
+	char	   *ssl_key;
+	char	   *ssl_cert;
+	char	   *ssl_ca;
+	char	   *ssl_capath;
+	char	   *ssl_cipher;
+	char	   *tls_version;
+} CdMysqlParams;
+
+/* CdMysqlConn is the adapter's connection handle, malloc'd */
+typedef struct CdMysqlConn
+{
+	MYSQL	   *mysql;			/* owned by the client library */
+	CdMysqlParams params;
+} CdMysqlConn;
+
+/* option catalog */
+typedef enum CdMysqlOptKind
+{
+	CD_MYSQL_OPT_STRING,
+	CD_MYSQL_OPT_PORT,
+	CD_MYSQL_OPT_POSITIVE_INT,
+	CD_MYSQL_OPT_BOOL,
+	CD_MYSQL_OPT_SSL_MODE
+} CdMysqlOptKind;
+
+typedef struct CdMysqlOptionDef
+{
+	const char *keyword;
+	Oid			catalog;
+	CdMysqlOptKind kind;
+	bool		tls;			/* meaningless with ssl_mode DISABLED */
+} CdMysqlOptionDef;
+
+static const CdMysqlOptionDef cd_mysql_option_defs[] = {
+	{"host", ForeignServerRelationId, CD_MYSQL_OPT_STRING, false},
+	{"port", ForeignServerRelationId, CD_MYSQL_OPT_PORT, false},
+	{"dbname", ForeignServerRelationId, CD_MYSQL_OPT_STRING, false},
+	{"socket", ForeignServerRelationId, CD_MYSQL_OPT_STRING, false},
+	{"connect_timeout", ForeignServerRelationId, CD_MYSQL_OPT_POSITIVE_INT, false},
+	{"ssl_mode", ForeignServerRelationId, CD_MYSQL_OPT_SSL_MODE, false},
+	{"ssl_key", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
+	{"ssl_cert", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
+	{"ssl_ca", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
+	{"ssl_capath", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
+	{"ssl_cipher", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
+	{"ssl_verify_server_cert", ForeignServerRelationId, CD_MYSQL_OPT_BOOL, true},
+	{"tls_version", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
+	{"user", UserMappingRelationId, CD_MYSQL_OPT_STRING, false},
+	{"password", UserMappingRelationId, CD_MYSQL_OPT_STRING, false},
+};
+
+static const struct
+{
+	const char *name;
+	CdMysqlSslMode mode;
+}			cd_mysql_ssl_modes[] = {
+	{"disabled", CD_MYSQL_SSL_DISABLED},
+	{"preferred", CD_MYSQL_SSL_PREFERRED},
+	{"required", CD_MYSQL_SSL_REQUIRED},
+	{"verify_ca", CD_MYSQL_SSL_VERIFY_CA},
+	{"verify_identity", CD_MYSQL_SSL_VERIFY_IDENTITY},
+};
+
+/* state of one placeholder rewrite */
+typedef struct CdMysqlParamState
+{
+	MYSQL	   *mysql;			/* for charset-aware escaping */
+	int			nparams;
+	const CdParam *params;
+	bool		failed;			/* first failure wins */
+	const char *sqlstate;
+	char	   *message;
+} CdMysqlParamState;
+
+static bool cd_mysql_library_ready = false;
+
+
+/* ----------------------------------------------------------------
+ *		options
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlFindOption returns the definition of an option keyword, or NULL.
+ */
+static const CdMysqlOptionDef *
+MysqlFindOption(const char *keyword)
+{
+	for (int i = 0; i < lengthof(cd_mysql_option_defs); i++)
+	{
+		if (strcmp(cd_mysql_option_defs[i].keyword, keyword) == 0)
+			return &cd_mysql_option_defs[i];
+	}
+	return NULL;
+}
+
+/*
+ * MysqlParseInt parses a whole decimal integer within [min, max].
+ */
+static bool
+MysqlParseInt(const char *value, long min, long max, long *result)
+{
+	char	   *end;
+	long		v;
+
+	if (value == NULL || *value == '\0')
+		return false;
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return false;
+	*result = v;
+	return true;
+}
+
+/*
+ * MysqlParseSslMode maps an ssl_mode value (case-insensitive, MySQL's
+ * names) to its enum; false when unknown.
+ */
+static bool
+MysqlParseSslMode(const char *value, CdMysqlSslMode *mode)
+{
+	for (int i = 0; i < lengthof(cd_mysql_ssl_modes); i++)
+	{
+		if (pg_strcasecmp(value, cd_mysql_ssl_modes[i].name) == 0)
+		{
+			*mode = cd_mysql_ssl_modes[i].mode;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * MysqlOptionOk says whether 'keyword' is a mysql-dialect option of the
+ * catalog 'catalog'.
+ */
+static bool
+MysqlOptionOk(const char *keyword, Oid catalog)
+{
+	const CdMysqlOptionDef *def = MysqlFindOption(keyword);
+
+	return def != NULL && def->catalog == catalog;
+}
+
+/*
+ * MysqlValidOptions lists the option keywords of 'catalog' for hints.
+ */
+static char *
+MysqlValidOptions(Oid catalog)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < lengthof(cd_mysql_option_defs); i++)
+	{
+		if (cd_mysql_option_defs[i].catalog != catalog)
+			continue;
+		if (buf.len > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoString(&buf, cd_mysql_option_defs[i].keyword);
+	}
+	return buf.data;
+}
+
+/*
+ * MysqlCheckOptions validates option values at CREATE/ALTER SERVER and USER
+ * MAPPING time.  Nothing is required: the host defaults to localhost (the
+ * default Unix socket) and a shard may run without a default database.
+ * Unknown keywords are left to the caller, which checks them with
+ * MysqlOptionOk.
+ */
+static void
+MysqlCheckOptions(List *options, Oid catalog)
+{
+	ListCell   *lc;
+	CdMysqlSslMode ssl_mode = CD_MYSQL_SSL_UNSET;
+	const char *tls_option = NULL;
+	int			verify = -1;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		const CdMysqlOptionDef *od = MysqlFindOption(def->defname);
+		char	   *value;
+		long		n;
+		bool		b;
+
+		if (od == NULL || od->catalog != catalog)
+			continue;
+		value = defGetString(def);
+
+		switch (od->kind)
+		{
+			case CD_MYSQL_OPT_STRING:
+				break;
+			case CD_MYSQL_OPT_PORT:
+				if (!MysqlParseInt(value, 1, 65535, &n))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									def->defname, value),
+							 errdetail("The port must be an integer between 1 and 65535.")));
+				break;
+			case CD_MYSQL_OPT_POSITIVE_INT:
+				if (!MysqlParseInt(value, 1, INT_MAX, &n))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									def->defname, value),
+							 errdetail("The value must be a positive integer (seconds).")));
+				break;
+			case CD_MYSQL_OPT_BOOL:
+				if (!parse_bool(value, &b))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									def->defname, value),
+							 errdetail("The value must be a Boolean.")));
+				verify = b ? 1 : 0;
+				break;
+			case CD_MYSQL_OPT_SSL_MODE:
+				if (!MysqlParseSslMode(value, &ssl_mode))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									def->defname, value),
+							 errdetail("Valid values are disabled, preferred, required, verify_ca and verify_identity.")));
+				break;
+		}
+
+		if (od->tls && !(od->kind == CD_MYSQL_OPT_BOOL && verify == 0))
+			tls_option = od->keyword;
+	}
+
+	if (ssl_mode == CD_MYSQL_SSL_DISABLED && tls_option != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" conflicts with ssl_mode \"disabled\"",
+						tls_option)));
+	if ((ssl_mode == CD_MYSQL_SSL_VERIFY_CA ||
+		 ssl_mode == CD_MYSQL_SSL_VERIFY_IDENTITY) && verify == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"ssl_verify_server_cert\" conflicts with ssl_mode \"%s\"",
+						ssl_mode == CD_MYSQL_SSL_VERIFY_CA ? "verify_ca" : "verify_identity")));
+}
+
+/*
+ * MysqlStrdup copies an option value with malloc; empty values count as
+ * absent.  Sets *oom when malloc fails.
+ */
+static char *
+MysqlStrdup(const char *value, bool *oom)
+{
+	char	   *copy;
+
+	if (value == NULL || value[0] == '\0')
+		return NULL;
+	copy = strdup(value);
+	if (copy == NULL)
+		*oom = true;
+	return copy;
+}
+
+/*
+ * MysqlParamsFree releases the strings of a CdMysqlParams, wiping the
+ * password first.
+ */
+static void
+MysqlParamsFree(CdMysqlParams *p)
+{
+	if (p->password)
+		explicit_bzero(p->password, strlen(p->password));
+	free(p->host);
+	free(p->user);
+	free(p->password);
+	free(p->dbname);
+	free(p->socket);
+	free(p->ssl_key);
+	free(p->ssl_cert);
+	free(p->ssl_ca);
+	free(p->ssl_capath);
+	free(p->ssl_cipher);
+	free(p->tls_version);
+	memset(p, 0, sizeof(*p));
+}
+
+/*
+ * MysqlParamsFromInfo fills 'p' from the server and user-mapping options;
+ * false when out of memory (the caller frees what was copied).  Values were
+ * validated by MysqlCheckOptions; unparsable numbers fall back to defaults
+ * rather than failing a connection.
+ */
+static bool
+MysqlParamsFromInfo(const CdConnInfo *info, CdMysqlParams *p)
+{
+	bool		oom = false;
+
+	memset(p, 0, sizeof(*p));
+	p->connect_timeout = CD_MYSQL_DEFAULT_CONNECT_TIMEOUT;
+	p->ssl_verify = -1;
+
+	for (int i = 0; i < info->noptions; i++)
+	{
+		const char *k = info->options[i].keyword;
+		const char *v = info->options[i].value;
+		long		n;
+		bool		b;
+
+		if (v == NULL)
+			continue;
+		if (strcmp(k, "host") == 0)
+			p->host = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "port") == 0)
+			p->port = MysqlParseInt(v, 1, 65535, &n) ? (unsigned int) n : 0;
+		else if (strcmp(k, "dbname") == 0)
+			p->dbname = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "socket") == 0)
+			p->socket = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "connect_timeout") == 0)
+		{
+			if (MysqlParseInt(v, 1, INT_MAX, &n))
+				p->connect_timeout = (int) n;
+		}
+		else if (strcmp(k, "ssl_mode") == 0)
+			(void) MysqlParseSslMode(v, &p->ssl_mode);
+		else if (strcmp(k, "ssl_key") == 0)
+			p->ssl_key = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "ssl_cert") == 0)
+			p->ssl_cert = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "ssl_ca") == 0)
+			p->ssl_ca = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "ssl_capath") == 0)
+			p->ssl_capath = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "ssl_cipher") == 0)
+			p->ssl_cipher = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "ssl_verify_server_cert") == 0)
+		{
+			if (parse_bool(v, &b))
+				p->ssl_verify = b ? 1 : 0;
+		}
+		else if (strcmp(k, "tls_version") == 0)
+			p->tls_version = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "user") == 0)
+			p->user = MysqlStrdup(v, &oom);
+		else if (strcmp(k, "password") == 0)
+		{
+			/* an empty password is a password */
+			p->password = strdup(v);
+			if (p->password == NULL)
+				oom = true;
+		}
+	}
+	return !oom;
+}
+
+/*
+ * MysqlApplyOptions sets the client options of a fresh handle: timeouts,
+ * character set, TLS, no LOAD DATA LOCAL, no option files.  Returns false
+ * when the library refuses an option (out of memory).
+ */
+static bool
+MysqlApplyOptions(MYSQL *m, const CdMysqlParams *p, unsigned int timeout)
+{
+	unsigned int zero = 0;
+	my_bool		on = 1;
+	bool		ok = true;
+
+	ok &= mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout) == 0;
+	ok &= mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4") == 0;
+
+	/*
+	 * LOAD DATA LOCAL INFILE would let a shard read files of the front's
+	 * operating-system user.
+	 */
+	ok &= mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &zero) == 0;
+
+	if (p->ssl_mode == CD_MYSQL_SSL_DISABLED)
+		return ok;
+
+	if (p->ssl_key)
+		ok &= mysql_options(m, MYSQL_OPT_SSL_KEY, p->ssl_key) == 0;
+	if (p->ssl_cert)
+		ok &= mysql_options(m, MYSQL_OPT_SSL_CERT, p->ssl_cert) == 0;
+	if (p->ssl_ca)
+		ok &= mysql_options(m, MYSQL_OPT_SSL_CA, p->ssl_ca) == 0;
+	if (p->ssl_capath)
+		ok &= mysql_options(m, MYSQL_OPT_SSL_CAPATH, p->ssl_capath) == 0;
+	if (p->ssl_cipher)
+		ok &= mysql_options(m, MYSQL_OPT_SSL_CIPHER, p->ssl_cipher) == 0;
+	if (p->tls_version)
+		ok &= mysql_options(m, MARIADB_OPT_TLS_VERSION, p->tls_version) == 0;
+
+	/*
+	 * In libmariadb MYSQL_OPT_SSL_ENFORCE only asks for TLS: without
+	 * certificate verification the handshake silently stays in plain text
+	 * when the server lacks TLS, so "required" is checked after connecting.
+	 * Verification checks the chain and the host name together: verify_ca
+	 * is as strict as verify_identity here.
+	 */
+	if (p->ssl_mode != CD_MYSQL_SSL_UNSET)
+		ok &= mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &on) == 0;
+	if (p->ssl_mode == CD_MYSQL_SSL_VERIFY_CA ||
+		p->ssl_mode == CD_MYSQL_SSL_VERIFY_IDENTITY || p->ssl_verify >= 0)
+	{
+		my_bool		verify = (p->ssl_verify != 0);
+
+		ok &= mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify) == 0;
+	}
+	return ok;
+}
+
+
+/* ----------------------------------------------------------------
+ *		errors
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlValidSqlstate says whether a client-library SQLSTATE is worth
+ * passing on: five digits or upper-case letters, and not the catch-alls
+ * HY000 (general error) or 00000.
+ */
+static bool
+MysqlValidSqlstate(const char *s)
+{
+	if (s == NULL || strlen(s) != 5)
+		return false;
+	for (int i = 0; i < 5; i++)
+	{
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return false;
+	}
+	return strcmp(s, "HY000") != 0 && strcmp(s, "00000") != 0;
+}
+
+/*
+ * MysqlSetError fills *err from the last error of 'm': the one place that
+ * maps MySQL/MariaDB error numbers to SQLSTATEs.  With 'shard' set, the
+ * failure happened while connecting and becomes 08001 naming the shard,
+ * with the native message as detail.  Everything is copied out of the
+ * handle (AdapterSetError pstrdups), so the caller may close it next.
+ */
+static void
+MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
+{
+	unsigned int code = mysql_errno(m);
+	const char *native = mysql_error(m);
+	const char *native_state = mysql_sqlstate(m);
+	const char *sqlstate = NULL;
+	bool		lost = false;
+	char		detail[128];
+
+	if (native == NULL || native[0] == '\0')
+		native = code == 0 ? "unknown error" : "no error message available";
+
+	if (shard != NULL)
+	{
+		char	   *message = psprintf("could not connect to MySQL shard \"%s\"",
+									   shard);
+
+		AdapterSetError(err, "08001", true, message, native, NULL);
+		pfree(message);
+		return;
+	}
+
+	switch (code)
+	{
+		case ER_DUP_ENTRY:
+		case ER_DUP_ENTRY_WITH_KEY_NAME:
+			sqlstate = "23505"; /* unique_violation */
+			break;
+		case ER_ROW_IS_REFERENCED:
+		case ER_NO_REFERENCED_ROW:
+		case ER_ROW_IS_REFERENCED_2:
+		case ER_NO_REFERENCED_ROW_2:
+			sqlstate = "23503"; /* foreign_key_violation */
+			break;
+		case ER_BAD_NULL_ERROR:
+		case ER_NO_DEFAULT_FOR_FIELD:
+			sqlstate = "23502"; /* not_null_violation */
+			break;
+		case CD_MYSQL_ER_CHECK_CONSTRAINT_VIOLATED:
+			sqlstate = "23514"; /* check_violation */
+			break;
+		case ER_CONSTRAINT_FAILED:
+			/* MariaDB's number; MySQL 8 uses 4025 for something else */
+			if (native_state && strcmp(native_state, "23000") == 0)
+				sqlstate = "23514";
+			break;
+		case ER_PARSE_ERROR:
+		case ER_EMPTY_QUERY:
+			sqlstate = "42601"; /* syntax_error */
+			break;
+		case ER_NO_SUCH_TABLE:
+		case ER_BAD_TABLE_ERROR:
+		case ER_NO_SUCH_TABLE_IN_ENGINE:
+			sqlstate = "42P01"; /* undefined_table */
+			break;
+		case ER_BAD_FIELD_ERROR:
+			sqlstate = "42703"; /* undefined_column */
+			break;
+		case ER_TABLE_EXISTS_ERROR:
+			sqlstate = "42P07"; /* duplicate_table */
+			break;
+		case ER_CANT_AGGREGATE_2COLLATIONS:
+			sqlstate = "42P21"; /* collation_mismatch */
+			break;
+		case ER_DBACCESS_DENIED_ERROR:
+		case ER_TABLEACCESS_DENIED_ERROR:
+		case ER_COLUMNACCESS_DENIED_ERROR:
+		case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+			sqlstate = "42501"; /* insufficient_privilege */
+			break;
+		case ER_BAD_DB_ERROR:
+			sqlstate = "3D000"; /* invalid_catalog_name */
+			break;
+		case ER_DATA_TOO_LONG:
+			sqlstate = "22001"; /* string_data_right_truncation */
+			break;
+		case ER_WARN_DATA_OUT_OF_RANGE:
+		case ER_DATA_OUT_OF_RANGE:
+			sqlstate = "22003"; /* numeric_value_out_of_range */
+			break;
+		case ER_DIVISION_BY_ZERO:
+			sqlstate = "22012"; /* division_by_zero */
+			break;
+
+			/*
+			 * 1366 is a value that does not parse for the column's type
+			 * ("Incorrect integer value: 'abc'"), what PostgreSQL reports as
+			 * invalid_text_representation; 1292 is nearly always a bad date
+			 * or time ("Incorrect datetime value"), hence
+			 * invalid_datetime_format.
+			 */
+		case ER_TRUNCATED_WRONG_VALUE_FOR_FIELD:
+			sqlstate = "22P02";
+			break;
+		case ER_TRUNCATED_WRONG_VALUE:
+			sqlstate = "22007";
+			break;
+		case ER_LOCK_WAIT_TIMEOUT:
+		case CD_MYSQL_ER_LOCK_NOWAIT:
+			sqlstate = "55P03"; /* lock_not_available */
+			break;
+		case ER_LOCK_DEADLOCK:
+			sqlstate = "40P01"; /* deadlock_detected */
+			break;
+		case ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION:
+		case ER_OPTION_PREVENTS_STATEMENT:
+			sqlstate = "25006"; /* read_only_sql_transaction */
+			break;
+		case ER_QUERY_INTERRUPTED:
+		case ER_STATEMENT_TIMEOUT:
+		case CD_MYSQL_ER_QUERY_TIMEOUT:
+			sqlstate = "57014"; /* query_canceled */
+			break;
+		case ER_CONNECTION_KILLED:
+			/* KILL CONNECTION: the server closes the session */
+			sqlstate = "57014";
+			lost = true;
+			break;
+		case ER_SERVER_SHUTDOWN:
+			sqlstate = "57P01"; /* admin_shutdown */
+			lost = true;
+			break;
+		case CD_MYSQL_ER_CLIENT_INTERACTION_TIMEOUT:
+			/* MariaDB uses 4031 for a missing trigger */
+			if (!mariadb_connection(m))
+			{
+				sqlstate = "08006";
+				lost = true;
+			}
+			break;
+		case CR_CONNECTION_ERROR:
+		case CR_CONN_HOST_ERROR:
+		case CR_UNKNOWN_HOST:
+		case CR_SERVER_GONE_ERROR:
+		case CR_SERVER_LOST:
+		case CR_SERVER_LOST_EXTENDED:
+			sqlstate = "08006"; /* connection_failure */
+			lost = true;
+			break;
+		case CR_OUT_OF_MEMORY:
+			sqlstate = "53200"; /* out_of_memory */
+			lost = true;
+			break;
+		default:
+			break;
+	}
+
+	/*
+	 * Any other client-library error (out of sync, malformed packet, ...)
+	 * leaves the handle in a state we cannot vouch for.
+	 */
+	if ((code >= CR_MIN_ERROR && code <= CR_MAX_ERROR) ||
+		(code >= CD_MYSQL_CR_EXT_MIN && code <= CD_MYSQL_CR_EXT_MAX))
+		lost = true;
+
+	if (sqlstate == NULL)
+		sqlstate = MysqlValidSqlstate(native_state) ? native_state : "XX000";
+
+	if (native_state != NULL && strlen(native_state) == 5)
+		snprintf(detail, sizeof(detail), "MySQL error %u (SQLSTATE %s).",
+				 code, native_state);
+	else
+		snprintf(detail, sizeof(detail), "MySQL error %u.", code);
+
+	AdapterSetError(err, sqlstate, lost, native, detail, NULL);
+}
+
+
+/* ----------------------------------------------------------------
+ *		waiting and cancelling
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlCancelQuery asks the server to stop the statement running on
+ * 'conn' by sending KILL QUERY over a second, blocking connection with the
+ * same parameters.  Best effort and bounded (a few seconds at most): it
+ * runs while an error is being thrown, so it must not throw itself.
+ */
+static void
+MysqlCancelQuery(CdMysqlConn *conn)
+{
+	const CdMysqlParams *p = &conn->params;
+	unsigned long thread_id = mysql_thread_id(conn->mysql);
+	unsigned int timeout = CD_MYSQL_CANCEL_TIMEOUT;
+	MYSQL	   *c;
+	char		sql[64];
+
+	if (thread_id == 0)
+		return;
+	c = mysql_init(NULL);
+	if (c == NULL)
+		return;
+	if (MysqlApplyOptions(c, p, timeout) &&
+		mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &timeout) == 0 &&
+		mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &timeout) == 0 &&
+		mysql_real_connect(c, p->host, p->user, p->password, NULL, p->port,
+						   p->socket, 0) != NULL)
+	{
+		snprintf(sql, sizeof(sql), "KILL QUERY %lu", thread_id);
+		(void) mysql_real_query(c, sql, strlen(sql));
+	}
+	mysql_close(c);
+}
+
+/*
+ * MysqlCheckForInterrupts services pending interrupts; when one throws
+ * while a statement is in flight ('cancel'), the statement is killed on
+ * the server before the error goes on.
+ */
+static void
+MysqlCheckForInterrupts(CdMysqlConn *conn, bool cancel)
+{
+	if (!INTERRUPTS_PENDING_CONDITION())
+		return;
+	if (!cancel)
+	{
+		CHECK_FOR_INTERRUPTS();
+		return;
+	}
+	PG_TRY();
+	{
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_CATCH();
+	{
+		MysqlCancelQuery(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * MysqlWait waits for what a suspended non-blocking call asked for
+ * ('status', MYSQL_WAIT_* flags) and returns the events that occurred, to
+ * be passed to the matching _cont function.  Interrupts are serviced
+ * meanwhile (see MysqlCheckForInterrupts).  With 'deadline' set, returns -1
+ * once it passes, whatever the library asked for.
+ */
+static int
+MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
+{
+	pgsocket	sock = mysql_get_socket(conn->mysql);
+	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH;
+	TimestampTz lib_deadline = 0;
+
+	if (sock != PGINVALID_SOCKET)
+	{
+		if (status & (MYSQL_WAIT_READ | MYSQL_WAIT_EXCEPT))
+			events |= WL_SOCKET_READABLE;
+		if (status & MYSQL_WAIT_WRITE)
+			events |= WL_SOCKET_WRITEABLE;
+	}
+	if (status & MYSQL_WAIT_TIMEOUT)
+		lib_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   mysql_get_timeout_value_ms(conn->mysql));
+	if (lib_deadline != 0 || deadline != 0)
+		events |= WL_TIMEOUT;
+
+	/* nothing to wait for: let the library go on and fail */
+	if ((events & (WL_SOCKET_MASK | WL_TIMEOUT)) == 0)
+		return status;
+
+	for (;;)
+	{
+		long		timeout = -1;
+		int			rc;
+		int			happened = 0;
+
+		MysqlCheckForInterrupts(conn, cancel);
+
+		if (events & WL_TIMEOUT)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			/* ours first: it names the timeout in the error */
+			if (deadline != 0 && now >= deadline)
+				return -1;
+			if (lib_deadline != 0 && now >= lib_deadline)
+				return MYSQL_WAIT_TIMEOUT;
+			if (lib_deadline != 0 && (deadline == 0 || lib_deadline < deadline))
+				timeout = TimestampDifferenceMilliseconds(now, lib_deadline);
+			else
+				timeout = TimestampDifferenceMilliseconds(now, deadline);
+		}
+
+		rc = WaitLatchOrSocket(MyLatch, events, sock, timeout,
+							   PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (rc & WL_SOCKET_READABLE)
+			happened |= (status & MYSQL_WAIT_READ) ? MYSQL_WAIT_READ : MYSQL_WAIT_EXCEPT;
+		if (rc & WL_SOCKET_WRITEABLE)
+			happened |= MYSQL_WAIT_WRITE;
+		if (happened != 0)
+			return happened;
+		/* latch or timeout: check interrupts and the clock again */
+	}
+}
+
+/*
+ * MysqlQuery runs mysql_real_query without blocking; returns its result
+ * (0 on success).
+ */
+static int
+MysqlQuery(CdMysqlConn *conn, const char *sql, size_t len)
+{
+	int			ret = 1;
+	int			status;
+
+	status = mysql_real_query_start(&ret, conn->mysql, sql, len);
+	while (status != 0)
+	{
+		status = MysqlWait(conn, status, true, 0);
+		status = mysql_real_query_cont(&ret, conn->mysql, status);
+	}
+	return ret;
+}
+
+/*
+ * MysqlStoreResult runs mysql_store_result without blocking: the whole
+ * result set is read into client memory, so the row sink later runs with
+ * no network traffic in between.
+ */
+static MYSQL_RES *
+MysqlStoreResult(CdMysqlConn *conn)
+{
+	MYSQL_RES  *res = NULL;
+	int			status;
+
+	status = mysql_store_result_start(&res, conn->mysql);
+	while (status != 0)
+	{
+		status = MysqlWait(conn, status, true, 0);
+		status = mysql_store_result_cont(&res, conn->mysql, status);
+	}
+	return res;
+}
+
+/*
+ * MysqlNextResult runs mysql_next_result without blocking: 0 when another
+ * result follows, -1 when none, > 0 on error.
+ */
+static int
+MysqlNextResult(CdMysqlConn *conn)
+{
+	int			ret = 1;
+	int			status;
+
+	status = mysql_next_result_start(&ret, conn->mysql);
+	while (status != 0)
+	{
+		status = MysqlWait(conn, status, true, 0);
+		status = mysql_next_result_cont(&ret, conn->mysql, status);
+	}
+	return ret;
+}
+
+/*
+ * MysqlDiscardResults reads and drops the current result set, if any, and
+ * every result that follows (a CALL returns one per SELECT and a final
+ * status), so that the connection is ready for the next command.
+ */
+static bool
+MysqlDiscardResults(CdMysqlConn *conn, bool current, CdRemoteError *err)
+{
+	MYSQL	   *m = conn->mysql;
+
+	for (;;)
+	{
+		if (current && mysql_field_count(m) > 0)
+		{
+			MYSQL_RES  *res = MysqlStoreResult(conn);
+
+			if (res == NULL)
+			{
+				MysqlSetError(err, m, NULL);
+				return false;
+			}
+			mysql_free_result(res);
+		}
+		if (!mysql_more_results(m))
+			return true;
+		switch (MysqlNextResult(conn))
+		{
+			case 0:
+				current = true;
+				break;
+			case -1:
+				return true;
+			default:
+				MysqlSetError(err, m, NULL);
+				return false;
+		}
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		connect and close
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlConnFree closes the connection and releases the handle.
+ */
+static void
+MysqlConnFree(CdMysqlConn *conn)
+{
+	if (conn == NULL)
+		return;
+	if (conn->mysql != NULL)
+		mysql_close(conn->mysql);
+	MysqlParamsFree(&conn->params);
+	free(conn);
+}
+
+/*
+ * MysqlConnectFailed fills *err for a connection attempt that ended
+ * without a client-library error of its own, and frees the handle.
+ */
+static void *
+MysqlConnectFailed(CdMysqlConn *conn, const CdConnInfo *info,
+				   CdRemoteError *err, const char *detail)
+{
+	char	   *message = psprintf("could not connect to MySQL shard \"%s\"",
+								   info->shard);
+
+	AdapterSetError(err, "08001", true, message, detail, NULL);
+	pfree(message);
+	MysqlConnFree(conn);
+	return NULL;
+}
+
+/*
+ * MysqlConnect opens a connection to a shard: non-blocking handshake under
+ * an overall connect_timeout (DNS resolution, inside the library, is the
+ * one step that can still block), then the session settings collegedb
+ * relies on.  Any failure is 08001 naming the shard.
+ */
+static void *
+MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
+{
+	CdMysqlConn *conn;
+	MYSQL	   *ret = NULL;
+	const char *tz_sql = "SET time_zone = '+00:00'";
+	TimestampTz deadline;
+	bool		timed_out = false;
+	int			tz_rc = 0;
+	unsigned int timeout;
+
+	if (!cd_mysql_library_ready)
+	{
+		if (mysql_library_init(0, NULL, NULL) != 0)
+		{
+			char	   *message = psprintf("could not connect to MySQL shard \"%s\"",
+										   info->shard);
+
+			AdapterSetError(err, "08001", true, message,
+							"The MySQL client library could not be initialized.", NULL);
+			pfree(message);
+			return NULL;
+		}
+		cd_mysql_library_ready = true;
+	}
+
+	conn = calloc(1, sizeof(CdMysqlConn));
+	if (conn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	if (!MysqlParamsFromInfo(info, &conn->params) ||
+		(conn->mysql = mysql_init(NULL)) == NULL)
+	{
+		MysqlConnFree(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	}
+
+	/* the library multiplies by 1000 into an int */
+	timeout = (unsigned int) Min(conn->params.connect_timeout, INT_MAX / 1000);
+	if (mysql_options(conn->mysql, MYSQL_OPT_NONBLOCK, 0) != 0 ||
+		!MysqlApplyOptions(conn->mysql, &conn->params, timeout))
+		return MysqlConnectFailed(conn, info, err,
+								  "The MySQL client library rejected a connection option.");
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   (int64) conn->params.connect_timeout * 1000);
+
+	PG_TRY();
+	{
+		/*
+		 * CLIENT_FOUND_ROWS makes UPDATE report the rows it matched, as
+		 * PostgreSQL does, rather than only those it changed.  No
+		 * CLIENT_MULTI_STATEMENTS: a second command in a statement is a
+		 * syntax error on the server.
+		 */
+		int			status = mysql_real_connect_start(&ret, conn->mysql,
+													  conn->params.host,
+													  conn->params.user,
+													  conn->params.password,
+													  conn->params.dbname,
+													  conn->params.port,
+													  conn->params.socket,
+													  CLIENT_FOUND_ROWS);
+
+		while (status != 0)
+		{
+			status = MysqlWait(conn, status, false, deadline);
+			if (status < 0)
+			{
+				timed_out = true;
+				break;
+			}
+			status = mysql_real_connect_cont(&ret, conn->mysql, status);
+		}
+		if (!timed_out && ret != NULL)
+		{
+			/*
+			 * libmariadb switches the socket to blocking mode for the TLS
+			 * handshake and leaves it so: TLS reads in the non-blocking
+			 * API would then block in the library (seen with 3.3).  Plain
+			 * connections use MSG_DONTWAIT and do not care.
+			 */
+			(void) pg_set_noblock(mysql_get_socket(conn->mysql));
+			tz_rc = MysqlQuery(conn, tz_sql, strlen(tz_sql));
+		}
+	}
+	PG_CATCH();
+	{
+		MysqlConnFree(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (timed_out)
+	{
+		char	   *detail = psprintf(conn->params.connect_timeout == 1 ?
+									  "The connection timed out after %d second." :
+									  "The connection timed out after %d seconds.",
+									  conn->params.connect_timeout);
+
+		return MysqlConnectFailed(conn, info, err, detail);
+	}
+	if (ret == NULL || tz_rc != 0)
+	{
+		MysqlSetError(err, conn->mysql, info->shard);
+		MysqlConnFree(conn);
+		return NULL;
+	}
+	if (conn->params.ssl_mode == CD_MYSQL_SSL_REQUIRED &&
+		mysql_get_ssl_cipher(conn->mysql) == NULL)
+		return MysqlConnectFailed(conn, info, err,
+								  "The server does not support TLS, which ssl_mode \"required\" demands.");
+
+	return conn;
+}
+
+/*
+ * MysqlClose closes a connection; NULL is a no-op.  A statement
+ * interrupted mid-flight leaves the library's coroutine suspended: closing
+ * discards it.
+ */
+static void
+MysqlClose(void *handle)
+{
+	MysqlConnFree((CdMysqlConn *) handle);
+}
+
+
+/* ----------------------------------------------------------------
+ *		parameters
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlParamFail records the first failure of a placeholder rewrite.
+ */
+static void
+MysqlParamFail(CdMysqlParamState *st, const char *sqlstate, char *message)
+{
+	if (st->failed)
+		return;
+	st->failed = true;
+	st->sqlstate = sqlstate;
+	st->message = message;
+}
+
+/*
+ * MysqlAppendQuoted appends a single-quoted string literal, escaped for the
+ * connection's character set (and for NO_BACKSLASH_ESCAPES, which the
+ * library learns from the server's status flags).
+ */
+static void
+MysqlAppendQuoted(StringInfo out, CdMysqlParamState *st, const char *s,
+				  int len)
+{
+	unsigned long n;
+
+	enlargeStringInfo(out, len * 2 + 3);
+	out->data[out->len++] = '\'';
+	n = mysql_real_escape_string(st->mysql, out->data + out->len, s,
+								 (unsigned long) len);
+	if (n == (unsigned long) -1)
+	{
+		MysqlParamFail(st, "22021",
+					   pstrdup("parameter cannot be escaped for the MySQL connection character set"));
+		n = 0;
+	}
+	out->len += (int) n;
+	out->data[out->len++] = '\'';
+	out->data[out->len] = '\0';
+}
+
+/*
+ * MysqlNumericOk says whether a NUMERIC parameter is a finite decimal that
+ * can be pasted into SQL as-is (PostgreSQL's numeric output: sign, digits,
+ * point).  NaN and infinities are not.
+ */
+static bool
+MysqlNumericOk(const char *s, int len)
+{
+	bool		digit = false;
+
+	for (int i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (c >= '0' && c <= '9')
+			digit = true;
+		else if (!(c == '-' || c == '+' || c == '.' ||
+				   ((c == 'e' || c == 'E') && digit)))
+			return false;
+	}
+	return digit;
+}
+
+/*
+ * MysqlEmitParam is the placeholder callback: it appends parameter $n as a
+ * MySQL literal.  It cannot fail through the rewrite, so a failure is
+ * recorded in the state and checked once the rewrite is done.
+ */
+static void
+MysqlEmitParam(StringInfo out, int n, void *arg)
+{
+	CdMysqlParamState *st = (CdMysqlParamState *) arg;
+	const CdParam *p;
+
+	if (n < 1 || n > st->nparams)
+	{
+		MysqlParamFail(st, "42P02",
+					   psprintf("there is no parameter $%d", n));
+		appendStringInfoString(out, "NULL");
+		return;
+	}
+	p = &st->params[n - 1];
+
+	switch (p->kind)
+	{
+		case CD_VALUE_NULL:
+			appendStringInfoString(out, "NULL");
+			break;
+		case CD_VALUE_BOOL:
+			appendStringInfoString(out, p->bval ? "TRUE" : "FALSE");
+			break;
+		case CD_VALUE_INT:
+			appendStringInfo(out, INT64_FORMAT, p->ival);
+			break;
+		case CD_VALUE_FLOAT:
+			if (isnan(p->fval) || isinf(p->fval))
+			{
+				MysqlParamFail(st, "22003",
+							   pstrdup("MySQL cannot store NaN or infinity"));
+				appendStringInfoString(out, "NULL");
+			}
+			else
+			{
+				char		buf[64];
+
+				snprintf(buf, sizeof(buf), "%.17g", p->fval);
+				appendStringInfoString(out, buf);
+				/* an exponent makes MySQL read a DOUBLE, not a DECIMAL */
+				if (strchr(buf, 'e') == NULL && strchr(buf, 'E') == NULL)
+					appendStringInfoString(out, "e0");
+			}
+			break;
+		case CD_VALUE_NUMERIC:
+			if (p->str == NULL || !MysqlNumericOk(p->str, p->len))
+			{
+				MysqlParamFail(st, "22003",
+							   pstrdup("MySQL cannot store NaN or infinity"));
+				appendStringInfoString(out, "NULL");
+			}
+			else
+				appendBinaryStringInfo(out, p->str, p->len);
+			break;
+		case CD_VALUE_BYTES:
+			{
+				static const char hexdig[] = "0123456789ABCDEF";
+
+				enlargeStringInfo(out, p->len * 2 + 3);
+				out->data[out->len++] = 'X';
+				out->data[out->len++] = '\'';
+				for (int i = 0; i < p->len; i++)
+				{
+					unsigned char c = (unsigned char) p->str[i];
+
+					out->data[out->len++] = hexdig[c >> 4];
+					out->data[out->len++] = hexdig[c & 0xF];
+				}
+				out->data[out->len++] = '\'';
+				out->data[out->len] = '\0';
+			}
+			break;
+
+			/*
+			 * TIMESTAMPTZ arrives in UTC without a zone and the session
+			 * time_zone is '+00:00' (see MysqlConnect): a plain literal.
+			 */
+		case CD_VALUE_TEXT:
+		case CD_VALUE_JSON:
+		case CD_VALUE_DATE:
+		case CD_VALUE_TIME:
+		case CD_VALUE_TIMESTAMP:
+		case CD_VALUE_TIMESTAMPTZ:
+		case CD_VALUE_UUID:
+			MysqlAppendQuoted(out, st, p->str ? p->str : "", p->str ? p->len : 0);
+			break;
+		default:
+			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		results
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlColumnKind maps a result column's type to a value kind.  Binary
+ * strings (character set 63) are bytes; the checks on individual values
+ * (zero dates, out-of-range times, unsigned overflow) are in MysqlCell.
+ * BOOLEAN columns are TINYINT(1) in MySQL and stay integers.
+ */
+static CdValueKind
+MysqlColumnKind(const MYSQL_FIELD *f)
+{
+	switch (f->type)
+	{
+		case MYSQL_TYPE_TINY:
+		case MYSQL_TYPE_SHORT:
+		case MYSQL_TYPE_LONG:
+		case MYSQL_TYPE_LONGLONG:
+		case MYSQL_TYPE_INT24:
+		case MYSQL_TYPE_YEAR:
+		case MYSQL_TYPE_BIT:
+			return CD_VALUE_INT;
+		case MYSQL_TYPE_FLOAT:
+		case MYSQL_TYPE_DOUBLE:
+			return CD_VALUE_FLOAT;
+		case MYSQL_TYPE_DECIMAL:
+		case MYSQL_TYPE_NEWDECIMAL:
+			return CD_VALUE_NUMERIC;
+		case MYSQL_TYPE_DATE:
+		case MYSQL_TYPE_NEWDATE:
+			return CD_VALUE_DATE;
+		case MYSQL_TYPE_TIME:
+		case MYSQL_TYPE_TIME2:
+			return CD_VALUE_TIME;
+		case MYSQL_TYPE_DATETIME:
+		case MYSQL_TYPE_DATETIME2:
+		case MYSQL_TYPE_TIMESTAMP:
+		case MYSQL_TYPE_TIMESTAMP2:
+			return CD_VALUE_TIMESTAMP;
+		case MYSQL_TYPE_JSON:
+			return CD_VALUE_JSON;
+		case MYSQL_TYPE_GEOMETRY:
+			/* well-known binary, not text */
+			return CD_VALUE_BYTES;
+		case MYSQL_TYPE_TINY_BLOB:
+		case MYSQL_TYPE_MEDIUM_BLOB:
+		case MYSQL_TYPE_LONG_BLOB:
+		case MYSQL_TYPE_BLOB:
+		case MYSQL_TYPE_STRING:
+		case MYSQL_TYPE_VAR_STRING:
+		case MYSQL_TYPE_VARCHAR:
+			return f->charsetnr == CD_MYSQL_BINARY_CHARSET ?
+				CD_VALUE_BYTES : CD_VALUE_TEXT;
+		default:
+			return CD_VALUE_TEXT;
+	}
+}
+
+/*
+ * MysqlZeroDate says whether a DATE or DATETIME text has a zero year, month
+ * or day ('0000-00-00', '2024-00-10'): MySQL accepts those, PostgreSQL
+ * does not, so they travel as text.
+ */
+static bool
+MysqlZeroDate(const char *v, unsigned long len)
+{
+	if (len < 10 || v[4] != '-' || v[7] != '-')
+		return true;			/* not the shape we expect: keep as text */
+	return strncmp(v, "0000", 4) == 0 || strncmp(v + 5, "00", 2) == 0 ||
+		strncmp(v + 8, "00", 2) == 0;
+}
+
+/*
+ * MysqlTimeOfDay says whether a TIME text is a time of day PostgreSQL
+ * accepts; MySQL TIME is an interval (-838:59:59 to 838:59:59).
+ */
+static bool
+MysqlTimeOfDay(const char *v, unsigned long len)
+{
+	return len >= 8 && v[0] >= '0' && v[0] <= '2' && v[2] == ':' &&
+		(v[0] < '2' || v[1] < '4');
+}
+
+/*
+ * MysqlCell fills one result cell, deciding the kind per value where the
+ * column type alone cannot: BIT comes as big-endian bytes and is decoded
+ * into 'buf'; unsigned BIGINT and BIT(64) above the int64 range become
+ * NUMERIC; zero dates and non-clock TIME values become TEXT.
+ */
+static void
+MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
+		  const char *v, unsigned long len, char *buf)
+{
+	cell->isnull = (v == NULL);
+	cell->kind = kind;
+	cell->data = v;
+	cell->len = (int) len;
+	if (v == NULL)
+		return;
+
+	switch (f->type)
+	{
+		case MYSQL_TYPE_BIT:
+			{
+				uint64		u = 0;
+
+				for (unsigned long i = 0; i < len && i < 8; i++)
+					u = (u << 8) | (unsigned char) v[i];
+				snprintf(buf, CD_MYSQL_INTBUF, UINT64_FORMAT, u);
+				cell->data = buf;
+				cell->len = (int) strlen(buf);
+				if (u > (uint64) PG_INT64_MAX)
+					cell->kind = CD_VALUE_NUMERIC;
+			}
+			break;
+		case MYSQL_TYPE_LONGLONG:
+			/* 9223372036854775807 has 19 digits */
+			if ((f->flags & UNSIGNED_FLAG) &&
+				(len > 19 ||
+				 (len == 19 && strncmp(v, "9223372036854775807", 19) > 0)))
+				cell->kind = CD_VALUE_NUMERIC;
+			break;
+		case MYSQL_TYPE_DATE:
+		case MYSQL_TYPE_NEWDATE:
+		case MYSQL_TYPE_DATETIME:
+		case MYSQL_TYPE_DATETIME2:
+		case MYSQL_TYPE_TIMESTAMP:
+		case MYSQL_TYPE_TIMESTAMP2:
+			if (MysqlZeroDate(v, len))
+				cell->kind = CD_VALUE_TEXT;
+			break;
+		case MYSQL_TYPE_TIME:
+		case MYSQL_TYPE_TIME2:
+			if (!MysqlTimeOfDay(v, len))
+				cell->kind = CD_VALUE_TEXT;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * MysqlDeliverRows hands a stored result to the sink: column names first,
+ * then each row.  Reads client memory only.  May throw (from the sink);
+ * the caller frees the result.
+ */
+static void
+MysqlDeliverRows(MYSQL_RES *res, CdRowSink *sink)
+{
+	int			ncols = (int) mysql_num_fields(res);
+	MYSQL_FIELD *fields = mysql_fetch_fields(res);
+	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
+	CdValueKind *kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
+	CdCell	   *cells = palloc(sizeof(CdCell) * Max(ncols, 1));
+	char	   *bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
+	MYSQL_ROW	row;
+
+	for (int i = 0; i < ncols; i++)
+	{
+		names[i] = fields[i].name;
+		kinds[i] = MysqlColumnKind(&fields[i]);
+	}
+	sink->columns(sink, ncols, names);
+
+	while ((row = mysql_fetch_row(res)) != NULL)
+	{
+		unsigned long *lengths = mysql_fetch_lengths(res);
+
+		for (int i = 0; i < ncols; i++)
+			MysqlCell(&cells[i], &fields[i], kinds[i], row[i], lengths[i],
+					  bufs + (Size) i * CD_MYSQL_INTBUF);
+		sink->row(sink, ncols, cells);
+	}
+
+	pfree(names);
+	pfree(kinds);
+	pfree(cells);
+	pfree(bufs);
+}
+
+/*
+ * MysqlExec runs the setup commands, then the statement with its
+ * parameters as literals, and streams a result set to the sink.  The
+ * protocol (without multi-statements, which we keep off so that a
+ * statement is exactly one command) needs one round trip per command.
+ */
+static bool
+MysqlExec(void *handle, int nsetup, const char *const *setup,
+		  const char *sql, int nparams, const CdParam *params,
+		  CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	CdMysqlConn *conn = (CdMysqlConn *) handle;
+	MYSQL	   *m = conn->mysql;
+	CdMysqlParamState st;
+	StringInfoData buf;
+	MYSQL_RES  *res;
+
+	*rows_affected = 0;
+
+	/* build the statement first: a bad parameter costs no round trip */
+	memset(&st, 0, sizeof(st));
+	st.mysql = m;
+	st.nparams = nparams;
+	st.params = params;
+	initStringInfo(&buf);
+	(void) PlaceholdersRewrite(sql, CD_DIALECT_MYSQL, &buf, MysqlEmitParam, &st);
+	if (st.failed)
+	{
+		AdapterSetError(err, st.sqlstate, false, st.message, NULL, NULL);
+		pfree(buf.data);
+		return false;
+	}
+
+	for (int i = 0; i < nsetup; i++)
+	{
+		if (MysqlQuery(conn, setup[i], strlen(setup[i])) != 0)
+		{
+			MysqlSetError(err, m, NULL);
+			pfree(buf.data);
+			return false;
+		}
+		if (!MysqlDiscardResults(conn, true, err))
+		{
+			pfree(buf.data);
+			return false;
+		}
+	}
+
+	if (MysqlQuery(conn, buf.data, buf.len) != 0)
+	{
+		MysqlSetError(err, m, NULL);
+		pfree(buf.data);
+		return false;
+	}
+	pfree(buf.data);
+
+	if (mysql_field_count(m) == 0)
+	{
+		*rows_affected = (int64) mysql_affected_rows(m);
+		return MysqlDiscardResults(conn, false, err);
+	}
+
+	res = MysqlStoreResult(conn);
+	if (res == NULL)
+	{
+		MysqlSetError(err, m, NULL);
+		return false;
+	}
+
+	PG_TRY();
+	{
+		if (sink != NULL)
+			MysqlDeliverRows(res, sink);
+	}
+	PG_CATCH();
+	{
+		mysql_free_result(res);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	*rows_affected = (int64) mysql_num_rows(res);
+	mysql_free_result(res);
+
+	/* a CALL may leave more results behind: only the first is returned */
+	return MysqlDiscardResults(conn, false, err);
+}
+
+
+/* ----------------------------------------------------------------
+ *		dialect text
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlQuoteIdent quotes an identifier with backticks, doubling embedded
+ * ones.
+ */
+static char *
+MysqlQuoteIdent(const char *ident)
+{
+	return AdapterQuoteIdent(ident, '`');
+}
+
+/*
+ * Statements after which MySQL has committed the open transaction
+ * ("Statements That Cause an Implicit Commit"): they cannot take part in a
+ * remote transaction.
+ */
+static const char *const mysql_implicit_commit[] = {
+	"alter", "create", "drop", "rename", "truncate", "grant", "revoke",
+	"lock", "unlock", "analyze", "optimize", "repair", "check", "cache",
+	"flush", "load", "install", "uninstall", "start", "begin", NULL
+};
+
+const CdAdapter CdMysqlAdapter = {
+	.dialect = CD_DIALECT_MYSQL,
+	.name = "mysql",
+
+	.connect = MysqlConnect,
+	.exec = MysqlExec,
+	.close = MysqlClose,
+
+	.option_ok = MysqlOptionOk,
+	.check_options = MysqlCheckOptions,
+	.valid_options = MysqlValidOptions,
+
+	.sql_begin = "START TRANSACTION",
+	.sql_commit = "COMMIT",
+	.sql_rollback = "ROLLBACK",
+	.sql_savepoint = "SAVEPOINT s%d",
+	.sql_release = "RELEASE SAVEPOINT s%d",
+	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d",
+	.implicit_commit = mysql_implicit_commit,
+
+	.quote_ident = MysqlQuoteIdent,
+	.tombstone_ddl =
+	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
+	"table_name VARCHAR(255) NOT NULL, "
+	"shard_key VARCHAR(512) NOT NULL, "
+	"moved_to VARCHAR(255) NOT NULL, "
+	"move_id BIGINT NULL, "
+	"moved_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+	"PRIMARY KEY (table_name, shard_key)"
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+};

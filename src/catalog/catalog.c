@@ -1,0 +1,128 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  Finds collegedb's catalog tables by cached OID, and turns changes to
+ *	  them into cache invalidations for every backend.
+ *
+ * The tables are created by the extension script in schema collegedb.
+ * Their OIDs are looked up once and forgotten when any of them gets a
+ * relcache invalidation (which DROP EXTENSION sends).  A statement-level
+ * trigger on each table (collegedb.invalidate_cache) queues a relcache
+ * invalidation of the table when its rows change: every backend sees it at
+ * its next statement, this one at its next command, and an aborted change
+ * sends nothing.  The caches themselves live beside their readers
+ * (shards.c, config.c, router/mapping_cache.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "commands/trigger.h"
+#include "fmgr.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "catalog/catalog.h"
+#include "collegedb.h"
+
+PG_FUNCTION_INFO_V1(collegedb_invalidate_cache);
+
+static const char *const rel_names[CD_REL_COUNT] = {
+	[CD_REL_SHARD] = "shard",
+	[CD_REL_CONFIG] = "config",
+	[CD_REL_MAPPING] = "mapping",
+	[CD_REL_MAPPING_PKEY] = "mapping_pkey",
+};
+
+static Oid	rel_oids[CD_REL_COUNT];
+
+static void
+catalog_relcache_callback(Datum arg, Oid relid)
+{
+	for (int i = 0; i < CD_REL_COUNT; i++)
+	{
+		if (relid == InvalidOid || relid == rel_oids[i])
+		{
+			memset(rel_oids, 0, sizeof(rel_oids));
+			return;
+		}
+	}
+}
+
+/*
+ * CatalogInit registers the callback that forgets the cached OIDs.
+ */
+void
+CatalogInit(void)
+{
+	CacheRegisterRelcacheCallback(catalog_relcache_callback, (Datum) 0);
+}
+
+/*
+ * CatalogRelid returns the OID of one of collegedb's catalog relations;
+ * fails clearly when the extension is not installed in this database.
+ */
+Oid
+CatalogRelid(CdCatalogRel rel)
+{
+	if (!OidIsValid(rel_oids[rel]))
+	{
+		Oid			nsp = get_namespace_oid(COLLEGEDB_SCHEMA, true);
+		Oid			relid = OidIsValid(nsp) ? get_relname_relid(rel_names[rel], nsp) : InvalidOid;
+
+		if (!OidIsValid(relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("extension \"collegedb\" is not installed in this database"),
+					 errhint("Run CREATE EXTENSION collegedb.")));
+		rel_oids[rel] = relid;
+	}
+	return rel_oids[rel];
+}
+
+/*
+ * CatalogRelidIs says, without any lookup (so it is safe in invalidation
+ * callbacks), whether 'relid' is the cached OID of 'rel'; InvalidOid (all
+ * relations) always matches.
+ */
+bool
+CatalogRelidIs(CdCatalogRel rel, Oid relid)
+{
+	return relid == InvalidOid || !OidIsValid(rel_oids[rel]) || relid == rel_oids[rel];
+}
+
+/*
+ * CatalogReadSnapshot returns a registered snapshot for reading catalog
+ * rows: the latest one, so routing follows every committed change (and the
+ * current transaction's own) whatever the isolation level.
+ */
+Snapshot
+CatalogReadSnapshot(void)
+{
+	return RegisterSnapshot(GetLatestSnapshot());
+}
+
+void
+CatalogReleaseSnapshot(Snapshot snapshot)
+{
+	UnregisterSnapshot(snapshot);
+}
+
+/*
+ * collegedb_invalidate_cache is the statement-level trigger on collegedb's
+ * catalog tables: it queues a relcache invalidation of the table.
+ */
+Datum
+collegedb_invalidate_cache(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("collegedb.invalidate_cache() must be called as a trigger")));
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}

@@ -1,0 +1,173 @@
+/*-------------------------------------------------------------------------
+ *
+ * config.c
+ *	  Reads the one row of collegedb.config into a backend-local copy.
+ *
+ * Settings are written by collegedb.configure() (in the extension script)
+ * and read on every routed statement, so they are cached until the table's
+ * trigger invalidates them (see catalog.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "catalog/catalog.h"
+#include "catalog/config.h"
+
+/* Attribute numbers of collegedb.config, in the order of the script */
+enum
+{
+	Anum_config_id = 1,
+	Anum_config_strategy,
+	Anum_config_read_strategy,
+	Anum_config_write_strategy,
+	Anum_config_placement,
+	Anum_config_target_region,
+	Anum_config_allocate_on_read,
+	Anum_config_hash_mappings,
+	Anum_config_max_shard_size,
+	Anum_config_size_cache_ttl,
+	Anum_config_mapping_cache_ttl,
+	Anum_config_eligible,
+	Anum_config_migration_concurrency,
+	Anum_config_region_prefixed_keys,
+	Natts_config = Anum_config_region_prefixed_keys
+};
+
+static const char *const strategy_names[] = {
+	[CD_STRATEGY_HASH] = "hash",
+	[CD_STRATEGY_ROUND_ROBIN] = "round-robin",
+	[CD_STRATEGY_RANDOM] = "random",
+	[CD_STRATEGY_LOCATION] = "location",
+	[CD_STRATEGY_JUMP] = "jump",
+	[CD_STRATEGY_SLOTS] = "slots",
+};
+
+static CdConfig config;
+static bool config_valid = false;
+
+static void
+config_relcache_callback(Datum arg, Oid relid)
+{
+	if (CatalogRelidIs(CD_REL_CONFIG, relid))
+		config_valid = false;
+}
+
+/*
+ * ConfigInit registers the cache's invalidation callback.
+ */
+void
+ConfigInit(void)
+{
+	CacheRegisterRelcacheCallback(config_relcache_callback, (Datum) 0);
+}
+
+bool
+ConfigParseStrategy(const char *name, CdStrategy *strategy)
+{
+	for (int i = 0; i < lengthof(strategy_names); i++)
+	{
+		if (strcmp(name, strategy_names[i]) == 0)
+		{
+			*strategy = (CdStrategy) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *
+ConfigStrategyName(CdStrategy strategy)
+{
+	return strategy_names[strategy];
+}
+
+static int64
+interval_ms(Datum d)
+{
+	Interval   *iv = DatumGetIntervalP(d);
+
+	return iv->time / 1000 + (int64) iv->day * 86400000 +
+		(int64) iv->month * 30 * 86400000;
+}
+
+static CdStrategy
+strategy_of(Datum d)
+{
+	CdStrategy	s = CD_STRATEGY_HASH;
+
+	(void) ConfigParseStrategy(TextDatumGetCString(d), &s);
+	return s;
+}
+
+/*
+ * load_config reads the settings row; a missing row means the defaults.
+ */
+static void
+load_config(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Snapshot	snapshot = CatalogReadSnapshot();
+
+	memset(&config, 0, sizeof(config));
+	config.hash_mappings = true;
+	config.size_cache_ttl_ms = 30000;
+	config.mapping_cache_ttl_ms = 30000;
+	config.migration_concurrency = 25;
+
+	rel = table_open(CatalogRelid(CD_REL_CONFIG), AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		Datum		v[Natts_config];
+		bool		n[Natts_config];
+
+		heap_deform_tuple(tuple, RelationGetDescr(rel), v, n);
+		config.strategy = strategy_of(v[Anum_config_strategy - 1]);
+		config.read_strategy = n[Anum_config_read_strategy - 1] ? config.strategy :
+			strategy_of(v[Anum_config_read_strategy - 1]);
+		config.write_strategy = n[Anum_config_write_strategy - 1] ? config.strategy :
+			strategy_of(v[Anum_config_write_strategy - 1]);
+		config.computed = strcmp(TextDatumGetCString(v[Anum_config_placement - 1]), "computed") == 0;
+		if (!n[Anum_config_target_region - 1])
+			strlcpy(config.target_region,
+					TextDatumGetCString(v[Anum_config_target_region - 1]),
+					sizeof(config.target_region));
+		config.allocate_on_read = DatumGetBool(v[Anum_config_allocate_on_read - 1]);
+		config.hash_mappings = DatumGetBool(v[Anum_config_hash_mappings - 1]);
+		config.max_shard_size = n[Anum_config_max_shard_size - 1] ? 0 :
+			DatumGetInt64(v[Anum_config_max_shard_size - 1]);
+		config.size_cache_ttl_ms = interval_ms(v[Anum_config_size_cache_ttl - 1]);
+		config.mapping_cache_ttl_ms = interval_ms(v[Anum_config_mapping_cache_ttl - 1]);
+		config.eligible = n[Anum_config_eligible - 1] ? InvalidOid :
+			DatumGetObjectId(v[Anum_config_eligible - 1]);
+		config.migration_concurrency = DatumGetInt32(v[Anum_config_migration_concurrency - 1]);
+		config.region_prefixed_keys = DatumGetBool(v[Anum_config_region_prefixed_keys - 1]);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CatalogReleaseSnapshot(snapshot);
+	config_valid = true;
+}
+
+/*
+ * ConfigGet returns the current settings.
+ */
+const CdConfig *
+ConfigGet(void)
+{
+	if (!config_valid)
+		load_config();
+	return &config;
+}

@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * shards.c
+ *	  Reads the catalog table collegedb.shard into a backend-local cache.
+ *
+ * The routing path looks shards up by name on every statement, so the
+ * table is read once and kept in "collegedb shard cache" under
+ * CacheMemoryContext.  A change to the table invalidates it in every
+ * backend (see catalog.c); so does a change of a foreign server (ALTER
+ * SERVER ... OPTIONS, DROP SERVER), since a shard's dialect lives in the
+ * server's options.
+ *
+ * Writes to the table go through SPI in sqlfuncs/; this file only reads.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_foreign_server.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "catalog/catalog.h"
+#include "catalog/shards.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+
+static MemoryContext shard_cache_context = NULL;
+static List *shard_cache = NIL;	/* of CdShard *, sorted by name */
+static bool shard_cache_valid = false;
+
+static const char *const region_codes[] = {
+	"wnam", "enam", "sam", "weur", "eeur", "apac",
+	"apac-ne", "apac-se", "oc", "afr", "me", NULL
+};
+
+static void shard_relcache_callback(Datum arg, Oid relid);
+static void shard_server_callback(Datum arg, int cacheid, uint32 hashvalue);
+
+/*
+ * ShardCatalogInit registers the invalidation callbacks of the cache.
+ */
+void
+ShardCatalogInit(void)
+{
+	CacheRegisterRelcacheCallback(shard_relcache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, shard_server_callback, (Datum) 0);
+}
+
+static void
+shard_relcache_callback(Datum arg, Oid relid)
+{
+	if (CatalogRelidIs(CD_REL_SHARD, relid))
+		shard_cache_valid = false;
+}
+
+static void
+shard_server_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	shard_cache_valid = false;
+}
+
+/*
+ * ShardServerDialect returns the dialect of a collegedb foreign server;
+ * *is_shard is false for a server without a 'dialect' option (the router).
+ * The server must belong to the collegedb wrapper.
+ */
+CdDialect
+ShardServerDialect(Oid serverid, bool *is_shard)
+{
+	ForeignServer *server = GetForeignServer(serverid);
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
+	ListCell   *lc;
+
+	if (strcmp(fdw->fdwname, COLLEGEDB_FDW_NAME) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("server \"%s\" is not a collegedb server", server->servername),
+				 errdetail("It uses foreign-data wrapper \"%s\".", fdw->fdwname),
+				 errhint("Create the shard with CREATE SERVER ... FOREIGN DATA WRAPPER collegedb OPTIONS (dialect '...').")));
+
+	foreach(lc, server->options)
+	{
+		DefElem    *def = lfirst(lc);
+		CdDialect	dialect;
+
+		if (strcmp(def->defname, "dialect") == 0)
+		{
+			/* the validator admitted it, so it parses */
+			if (!AdapterParseDialect(defGetString(def), &dialect))
+				elog(ERROR, "server \"%s\" has an invalid dialect", server->servername);
+			*is_shard = true;
+			return dialect;
+		}
+	}
+	*is_shard = false;
+	return CD_DIALECT_POSTGRES;
+}
+
+static int
+shard_name_cmp(const ListCell *a, const ListCell *b)
+{
+	const CdShard *sa = lfirst(a);
+	const CdShard *sb = lfirst(b);
+
+	return strcmp(sa->name, sb->name);
+}
+
+/*
+ * load_shards reads collegedb.shard into the cache.
+ */
+static void
+load_shards(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	MemoryContext old;
+	Snapshot	snapshot;
+
+	if (shard_cache_context == NULL)
+		shard_cache_context = AllocSetContextCreate(CacheMemoryContext,
+													"collegedb shard cache",
+													ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(shard_cache_context);
+	shard_cache = NIL;
+
+	snapshot = CatalogReadSnapshot();
+	rel = table_open(CatalogRelid(CD_REL_SHARD), AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Datum		values[Natts_shard];
+		bool		nulls[Natts_shard];
+		CdShard    *shard;
+		ForeignServer *server;
+		char	   *name;
+
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		name = TextDatumGetCString(values[Anum_shard_name - 1]);
+		server = GetForeignServerByName(name, true);
+
+		old = MemoryContextSwitchTo(shard_cache_context);
+		shard = palloc0(sizeof(CdShard));
+		strlcpy(shard->name, name, NAMEDATALEN);
+		shard->serverid = InvalidOid;
+		if (server)
+		{
+			bool		is_shard;
+			CdDialect	dialect = ShardServerDialect(server->serverid, &is_shard);
+
+			if (is_shard)
+			{
+				shard->serverid = server->serverid;
+				shard->dialect = dialect;
+			}
+		}
+		shard->physical_id = nulls[Anum_shard_physical_id - 1] ? NULL :
+			TextDatumGetCString(values[Anum_shard_physical_id - 1]);
+		shard->writable = DatumGetBool(values[Anum_shard_writable - 1]);
+		(void) ShardParseDrain(TextDatumGetCString(values[Anum_shard_drain - 1]),
+							   &shard->drain);
+		shard->tags = DatumGetJsonbPCopy(values[Anum_shard_tags - 1]);
+		shard->region = nulls[Anum_shard_region - 1] ? NULL :
+			TextDatumGetCString(values[Anum_shard_region - 1]);
+		shard->priority = DatumGetFloat8(values[Anum_shard_priority - 1]);
+		shard_cache = lappend(shard_cache, shard);
+		MemoryContextSwitchTo(old);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CatalogReleaseSnapshot(snapshot);
+
+	list_sort(shard_cache, shard_name_cmp);
+	shard_cache_valid = true;
+}
+
+/*
+ * ShardList returns every registered shard, sorted by name (C order).  The
+ * list belongs to the cache: do not modify it, and do not keep it across
+ * commands.
+ */
+List *
+ShardList(void)
+{
+	if (!shard_cache_valid)
+		load_shards();
+	return shard_cache;
+}
+
+/*
+ * ShardLookupOptional returns the registered shard 'name', or NULL.
+ */
+const CdShard *
+ShardLookupOptional(const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, ShardList())
+	{
+		CdShard    *shard = lfirst(lc);
+
+		if (strcmp(shard->name, name) == 0)
+			return shard;
+	}
+	return NULL;
+}
+
+/*
+ * ShardLookup returns the registered shard 'name', whose server must still
+ * exist; SHARD_NOT_FOUND otherwise.
+ */
+const CdShard *
+ShardLookup(const char *name)
+{
+	const CdShard *shard = ShardLookupOptional(name);
+
+	if (shard == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
+				 errmsg("shard \"%s\" is not registered", name),
+				 errhint("Register a collegedb server with collegedb.add_shard().")));
+	if (!OidIsValid(shard->serverid))
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
+				 errmsg("shard \"%s\" has no collegedb server any more", name),
+				 errdetail("The foreign server was dropped or lost its dialect option."),
+				 errhint("Recreate the server, or remove the shard with collegedb.drop_shard('%s', force => true).", name)));
+	return shard;
+}
+
+/*
+ * ShardParseDrain maps a drain state name to its enum.
+ */
+bool
+ShardParseDrain(const char *name, CdDrain *drain)
+{
+	if (strcmp(name, "active") == 0)
+		*drain = CD_DRAIN_ACTIVE;
+	else if (strcmp(name, "draining") == 0)
+		*drain = CD_DRAIN_DRAINING;
+	else if (strcmp(name, "retired") == 0)
+		*drain = CD_DRAIN_RETIRED;
+	else
+		return false;
+	return true;
+}
+
+const char *
+ShardDrainName(CdDrain drain)
+{
+	switch (drain)
+	{
+		case CD_DRAIN_ACTIVE:
+			return "active";
+		case CD_DRAIN_DRAINING:
+			return "draining";
+		case CD_DRAIN_RETIRED:
+			return "retired";
+	}
+	return "active";
+}
+
+/*
+ * EnsureValidRegion fails with INVALID_REGION_HINT unless 'region' is one
+ * of the eleven region codes (seed 003).
+ */
+void
+EnsureValidRegion(const char *region)
+{
+	for (int i = 0; region_codes[i]; i++)
+		if (strcmp(region, region_codes[i]) == 0)
+			return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CD_INVALID_REGION_HINT),
+			 errmsg("invalid region \"%s\"", region),
+			 errhint("Valid regions are: wnam, enam, sam, weur, eeur, apac, apac-ne, apac-se, oc, afr, me.")));
+}

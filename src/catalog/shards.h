@@ -1,0 +1,58 @@
+/*-------------------------------------------------------------------------
+ *
+ * shards.h
+ *	  The registered shards (catalog table collegedb.shard) as a
+ *	  backend-local cache.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_CATALOG_SHARDS_H
+#define COLLEGEDB_CATALOG_SHARDS_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "utils/jsonb.h"
+
+#include "adapters/adapter.h"
+
+typedef enum CdDrain
+{
+	CD_DRAIN_ACTIVE = 0,
+	CD_DRAIN_DRAINING,
+	CD_DRAIN_RETIRED
+} CdDrain;
+
+typedef struct CdShard
+{
+	char		name[NAMEDATALEN];
+	Oid			serverid;		/* InvalidOid if the server was dropped */
+	CdDialect	dialect;
+	char	   *physical_id;
+	bool		writable;
+	CdDrain		drain;
+	Jsonb	   *tags;
+	char	   *region;
+	double		priority;
+} CdShard;
+
+/* Attribute numbers of collegedb.shard, in the order of the script */
+#define Anum_shard_name			1
+#define Anum_shard_physical_id	2
+#define Anum_shard_writable		3
+#define Anum_shard_drain		4
+#define Anum_shard_tags			5
+#define Anum_shard_region		6
+#define Anum_shard_priority		7
+#define Anum_shard_added_at		8
+#define Natts_shard				8
+
+extern const CdShard *ShardLookup(const char *name);
+extern const CdShard *ShardLookupOptional(const char *name);
+extern List *ShardList(void);
+extern bool ShardParseDrain(const char *name, CdDrain *drain);
+extern const char *ShardDrainName(CdDrain drain);
+extern void EnsureValidRegion(const char *region);
+extern CdDialect ShardServerDialect(Oid serverid, bool *is_shard);
+
+#endif							/* COLLEGEDB_CATALOG_SHARDS_H */

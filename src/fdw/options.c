@@ -1,0 +1,180 @@
+/*-------------------------------------------------------------------------
+ *
+ * options.c
+ *	  The validator of the collegedb foreign-data wrapper.
+ *
+ * A server with option 'dialect' is a shard; each dialect's adapter says
+ * which further options it understands.  A server without options is a
+ * router (the extension creates one, "collegedb").  Credentials belong in
+ * user mappings, never in server options, so that they are never readable
+ * from pg_foreign_server.  Foreign tables on the router name their key
+ * column.
+ *
+ * Only the option names and values are checked here; nothing connects.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/reloptions.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_foreign_data_wrapper.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+
+#include "adapters/adapter.h"
+
+PG_FUNCTION_INFO_V1(collegedb_fdw_validator);
+
+static const char *const table_options[] = {"key_column", "table_name", "schema_name", NULL};
+
+static bool
+in_list(const char *name, const char *const *list)
+{
+	for (int i = 0; list[i]; i++)
+		if (strcmp(name, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static void
+ensure_nonempty(DefElem *def)
+{
+	if (defGetString(def)[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" must not be empty", def->defname)));
+}
+
+/*
+ * validate_server checks a server's options against its dialect.
+ */
+static void
+validate_server(List *options)
+{
+	DefElem    *dialect_def = NULL;
+	List	   *rest = NIL;
+	const CdAdapter *adapter;
+	CdDialect	dialect;
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "dialect") == 0)
+			dialect_def = def;
+		else if (strcmp(def->defname, "user") == 0 || strcmp(def->defname, "password") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("option \"%s\" is not allowed on a collegedb server", def->defname),
+					 errhint("Put credentials in a user mapping: CREATE USER MAPPING FOR ... SERVER ... OPTIONS (user '...', password '...').")));
+		else
+			rest = lappend(rest, def);
+	}
+
+	if (dialect_def == NULL)
+	{
+		if (rest != NIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+					 errmsg("option \"dialect\" is required for a collegedb shard server"),
+					 errhint("Valid dialects are postgres, sqlite and mysql; a router server takes no options.")));
+		return;
+	}
+
+	if (!AdapterParseDialect(defGetString(dialect_def), &dialect))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown dialect \"%s\"", defGetString(dialect_def)),
+				 errhint("Valid dialects are postgres, sqlite and mysql.")));
+	adapter = AdapterForDialect(dialect);
+
+	foreach(lc, rest)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (!adapter->option_ok(def->defname, ForeignServerRelationId))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\" for a %s shard", def->defname, adapter->name),
+					 errhint("Valid options for %s shards are: %s.", adapter->name,
+							 adapter->valid_options(ForeignServerRelationId))));
+	}
+	adapter->check_options(rest, ForeignServerRelationId);
+}
+
+/*
+ * collegedb_fdw_validator checks the options of the wrapper, its servers,
+ * user mappings, foreign tables and their columns.
+ */
+Datum
+collegedb_fdw_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
+
+	switch (catalog)
+	{
+		case ForeignServerRelationId:
+			validate_server(options);
+			break;
+
+		case UserMappingRelationId:
+			/* the mapping does not know its server's dialect: see connect */
+			foreach(lc, options)
+			{
+				DefElem    *def = lfirst(lc);
+
+				if (strcmp(def->defname, "user") != 0 &&
+					strcmp(def->defname, "password") != 0 &&
+					strcmp(def->defname, "sslpassword") != 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+							 errmsg("invalid option \"%s\" for a collegedb user mapping", def->defname),
+							 errhint("Valid options are user, password and sslpassword.")));
+			}
+			break;
+
+		case ForeignTableRelationId:
+			foreach(lc, options)
+			{
+				DefElem    *def = lfirst(lc);
+
+				if (!in_list(def->defname, table_options))
+					ereport(ERROR,
+							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+							 errmsg("invalid option \"%s\" for a collegedb foreign table", def->defname),
+							 errhint("Valid options are key_column, table_name and schema_name.")));
+				ensure_nonempty(def);
+			}
+			break;
+
+		case AttributeRelationId:
+			foreach(lc, options)
+			{
+				DefElem    *def = lfirst(lc);
+
+				if (strcmp(def->defname, "column_name") != 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+							 errmsg("invalid option \"%s\" for a collegedb foreign table column", def->defname),
+							 errhint("The valid option is column_name.")));
+				ensure_nonempty(def);
+			}
+			break;
+
+		default:
+			if (options != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+						 errmsg("the collegedb foreign-data wrapper takes no options")));
+			break;
+	}
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * collegedb.h
+ *	  Declarations shared by collegedb's modules: the module init entry
+ *	  points, GUC variables and the names of the extension's objects.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_H
+#define COLLEGEDB_H
+
+#include "postgres.h"
+
+#define COLLEGEDB_SCHEMA		"collegedb"
+#define COLLEGEDB_FDW_NAME		"collegedb"
+
+/* guc.c */
+extern bool CollegeDebug;
+extern int	CollegeMaxShards;
+extern void GucInit(void);
+
+/* shmem.c */
+extern void ShmemInit(void);
+extern bool ShmemIsPreloaded(void);
+extern void EnsurePreloaded(const char *what);
+extern void ShmemCountStatement(const char *shard, bool failed);
+
+/* remote/connection.c */
+extern void ConnectionInit(void);
+
+/* catalog/shards.c */
+extern void ShardCatalogInit(void);
+
+#endif							/* COLLEGEDB_H */

@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * init.c
+ *	  collegedb's entry point: PG_MODULE_MAGIC and _PG_init, which only
+ *	  calls each module's init.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "catalog/catalog.h"
+#include "catalog/config.h"
+#include "collegedb.h"
+#include "router/router.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/*
+ * _PG_init defines the GUCs and, when loaded through
+ * shared_preload_libraries, requests shared memory; then registers the
+ * backend-local caches' invalidation callbacks.
+ */
+void
+_PG_init(void)
+{
+	GucInit();
+	ShmemInit();
+	ConnectionInit();
+	CatalogInit();
+	ShardCatalogInit();
+	ConfigInit();
+	RouterInit();
+}

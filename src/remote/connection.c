@@ -1,0 +1,555 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection.c
+ *	  The per-backend cache of shard connections and the remote
+ *	  transactions that follow the front's.
+ *
+ * One connection per (shard, local user), postgres_fdw style: opened on
+ * first use, reused across transactions, closed when the foreign server or
+ * a user mapping changes (syscache callbacks) and never reused after it
+ * failed mid-statement.
+ *
+ * A remote transaction is opened lazily by the first statement that needs
+ * one (see execute.c); from then on it follows the front: savepoints for
+ * subtransactions, COMMIT at pre-commit, ROLLBACK at abort.  A shard whose
+ * remote transaction cannot be trusted any more (connection lost, rollback
+ * to a savepoint failed) is "doomed": every later use in the same front
+ * transaction fails, and so does the commit.
+ *
+ * This file does not build statements or convert values: execute.c does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/reloptions.h"
+#include "access/xact.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "cd_errcodes.h"
+#include "collegedb.h"
+#include "remote/connection_internal.h"
+
+static HTAB *connections = NULL;
+
+static void connection_xact_callback(XactEvent event, void *arg);
+static void connection_subxact_callback(SubXactEvent event,
+										SubTransactionId mySubid,
+										SubTransactionId parentSubid,
+										void *arg);
+static void connection_server_callback(Datum arg, int cacheid, uint32 hashvalue);
+static void connection_mapping_callback(Datum arg, int cacheid, uint32 hashvalue);
+
+/*
+ * ConnectionInit registers the transaction and invalidation callbacks.
+ */
+void
+ConnectionInit(void)
+{
+	RegisterXactCallback(connection_xact_callback, NULL);
+	RegisterSubXactCallback(connection_subxact_callback, NULL);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, connection_server_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, connection_mapping_callback, (Datum) 0);
+}
+
+static void
+ensure_hash(void)
+{
+	HASHCTL		ctl;
+
+	if (connections)
+		return;
+	ctl.keysize = sizeof(CdConnKey);
+	ctl.entrysize = sizeof(CdConnection);
+	ctl.hcxt = CacheMemoryContext;
+	connections = hash_create("collegedb connections", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * ConnectionClose closes the client connection of an entry; the entry
+ * stays in the cache, unconnected.
+ */
+void
+ConnectionClose(CdConnection *conn)
+{
+	if (conn->handle)
+		conn->adapter->close(conn->handle);
+	conn->handle = NULL;
+	conn->in_flight = false;
+	conn->fresh = false;
+	conn->invalidated = false;
+}
+
+/*
+ * add_option appends one keyword/value pair, copied into the current
+ * memory context.
+ */
+static void
+add_options(List *defs, bool from_user_mapping, CdConnOption *out, int *n)
+{
+	ListCell   *lc;
+
+	foreach(lc, defs)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "dialect") == 0)
+			continue;
+		out[*n].keyword = def->defname;
+		out[*n].value = defGetString(def);
+		out[*n].from_user_mapping = from_user_mapping;
+		(*n)++;
+	}
+}
+
+/*
+ * mapping_options returns the options of the user mapping that applies to
+ * 'userid' on 'serverid' (its own, else PUBLIC's); *found says whether
+ * there is one.
+ */
+static List *
+mapping_options(Oid userid, Oid serverid, bool *found)
+{
+	HeapTuple	tp;
+	List	   *options = NIL;
+
+	tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(userid),
+						 ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
+							 ObjectIdGetDatum(serverid));
+	*found = HeapTupleIsValid(tp);
+	if (*found)
+	{
+		bool		isnull;
+		Datum		datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tp,
+											Anum_pg_user_mapping_umoptions,
+											&isnull);
+
+		if (!isnull)
+			options = untransformRelOptions(datum);
+		ReleaseSysCache(tp);
+	}
+	return options;
+}
+
+/*
+ * ConnectionOpen connects an entry to its shard with the server's options
+ * and the calling user's mapping.  Raises class 08 naming the shard.
+ */
+void
+ConnectionOpen(CdConnection *conn, const CdShard *shard)
+{
+	ForeignServer *server = GetForeignServer(shard->serverid);
+	bool		has_mapping;
+	List	   *umopts = mapping_options(conn->key.userid, shard->serverid, &has_mapping);
+	CdConnOption *opts;
+	CdConnInfo	info;
+	CdRemoteError err;
+	int			n = 0;
+
+	if (!has_mapping && shard->dialect != CD_DIALECT_SQLITE)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("user mapping not found for user \"%s\" on shard \"%s\"",
+						GetUserNameFromId(conn->key.userid, false), shard->name),
+				 errhint("Create one with CREATE USER MAPPING FOR ... SERVER \"%s\" OPTIONS (user '...', password '...').",
+						 shard->name)));
+
+	opts = palloc(sizeof(CdConnOption) * (list_length(server->options) + list_length(umopts) + 1));
+	add_options(server->options, false, opts, &n);
+	add_options(umopts, true, opts, &n);
+	info.shard = shard->name;
+	info.noptions = n;
+	info.options = opts;
+
+	memset(&err, 0, sizeof(err));
+	conn->handle = conn->adapter->connect(&info, &err);
+	if (conn->handle == NULL)
+		ereport(ERROR,
+				(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
+									   err.sqlstate[3], err.sqlstate[4])),
+				 errmsg("could not connect to shard \"%s\"", shard->name),
+				 err.detail ? errdetail_internal("%s: %s", err.message, err.detail) :
+				 errdetail_internal("%s", err.message),
+				 err.hint ? errhint("%s", err.hint) : 0));
+	conn->fresh = true;
+	conn->in_flight = false;
+	conn->invalidated = false;
+}
+
+/*
+ * ConnectionGet returns the calling user's connection to 'shard',
+ * connecting if needed.
+ */
+CdConnection *
+ConnectionGet(const CdShard *shard)
+{
+	CdConnKey	key;
+	CdConnection *conn;
+	bool		found;
+
+	ensure_hash();
+	key.serverid = shard->serverid;
+	key.userid = GetUserId();
+	conn = hash_search(connections, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		conn->handle = NULL;
+		conn->xact_depth = 0;
+		conn->in_flight = false;
+		conn->doomed = false;
+		conn->invalidated = false;
+		conn->fresh = false;
+	}
+	/* the dialect may have changed with ALTER SERVER */
+	strlcpy(conn->shard, shard->name, NAMEDATALEN);
+	if (conn->handle && conn->invalidated && conn->xact_depth == 0)
+		ConnectionClose(conn);
+	if (conn->handle == NULL)
+	{
+		if (conn->xact_depth > 0)
+			conn->doomed = true;
+		conn->adapter = AdapterForDialect(shard->dialect);
+		conn->server_hash = GetSysCacheHashValue1(FOREIGNSERVEROID,
+												  ObjectIdGetDatum(shard->serverid));
+		ConnectionOpen(conn, shard);
+	}
+	else
+		conn->fresh = false;
+	return conn;
+}
+
+/*
+ * run_control runs a transaction-control command; false when it failed
+ * (the error is dropped: the callers are cleanup paths).
+ */
+static bool
+run_control(CdConnection *conn, const char *sql)
+{
+	CdRemoteError err;
+	int64		rows;
+	bool		ok;
+
+	if (conn->handle == NULL)
+		return false;
+	memset(&err, 0, sizeof(err));
+	conn->in_flight = true;
+	ok = conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL, NULL, &rows, &err);
+	conn->in_flight = false;
+	if (!ok && err.connection_lost)
+		ConnectionClose(conn);
+	return ok;
+}
+
+/*
+ * commit_remote commits one shard's remote transaction at front
+ * pre-commit; failure aborts the front transaction.
+ */
+static void
+commit_remote(CdConnection *conn)
+{
+	CdRemoteError err;
+	int64		rows;
+
+	if (conn->doomed || conn->handle == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+				 errmsg("cannot commit: the transaction on shard \"%s\" was lost", conn->shard),
+				 errdetail("The connection to the shard failed during the transaction.")));
+
+	memset(&err, 0, sizeof(err));
+	conn->in_flight = true;
+	if (!conn->adapter->exec(conn->handle, 0, NULL, conn->adapter->sql_commit,
+							 0, NULL, NULL, &rows, &err))
+	{
+		conn->in_flight = false;
+		conn->xact_depth = 0;
+		if (err.connection_lost)
+			ConnectionClose(conn);
+		ereport(ERROR,
+				(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
+									   err.sqlstate[3], err.sqlstate[4])),
+				 errmsg("could not commit on shard \"%s\": %s", conn->shard, err.message),
+				 err.detail ? errdetail_internal("%s", err.detail) : 0,
+				 err.hint ? errhint("%s", err.hint) : 0));
+	}
+	conn->in_flight = false;
+	conn->xact_depth = 0;
+}
+
+/*
+ * connection_xact_callback commits or rolls back the remote transactions
+ * with the front's.
+ */
+static void
+connection_xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+
+	if (connections == NULL)
+		return;
+
+	switch (event)
+	{
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+		case XACT_EVENT_PRE_COMMIT:
+			hash_seq_init(&scan, connections);
+			while ((conn = hash_seq_search(&scan)) != NULL)
+			{
+				if (conn->xact_depth > 0 || conn->doomed)
+					commit_remote(conn);
+			}
+			break;
+
+		case XACT_EVENT_PRE_PREPARE:
+			hash_seq_init(&scan, connections);
+			while ((conn = hash_seq_search(&scan)) != NULL)
+			{
+				if (conn->xact_depth > 0)
+				{
+					hash_seq_term(&scan);
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that has operated on collegedb shards")));
+				}
+			}
+			break;
+
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_ABORT:
+			hash_seq_init(&scan, connections);
+			while ((conn = hash_seq_search(&scan)) != NULL)
+			{
+				if (conn->in_flight || (conn->xact_depth > 0 && conn->doomed))
+					ConnectionClose(conn);
+				else if (conn->xact_depth > 0 &&
+						 !run_control(conn, conn->adapter->sql_rollback))
+					ConnectionClose(conn);
+				conn->xact_depth = 0;
+				conn->doomed = false;
+			}
+			break;
+
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PREPARE:
+			hash_seq_init(&scan, connections);
+			while ((conn = hash_seq_search(&scan)) != NULL)
+			{
+				conn->xact_depth = 0;
+				conn->doomed = false;
+				if (conn->invalidated)
+					ConnectionClose(conn);
+			}
+			break;
+	}
+}
+
+/*
+ * connection_subxact_callback releases or rolls back the shards'
+ * savepoints with the front's subtransactions.
+ */
+static void
+connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+	int			level;
+
+	if (connections == NULL ||
+		(event != SUBXACT_EVENT_PRE_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB))
+		return;
+
+	level = GetCurrentTransactionNestLevel();
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+	{
+		char		sql[64];
+
+		if (conn->xact_depth < level)
+			continue;
+
+		if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+		{
+			CdRemoteError err;
+			int64		rows;
+
+			if (conn->doomed || conn->handle == NULL)
+			{
+				conn->xact_depth = level - 1;
+				continue;
+			}
+			snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
+			memset(&err, 0, sizeof(err));
+			conn->in_flight = true;
+			if (!conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL, NULL,
+									 &rows, &err))
+			{
+				conn->in_flight = false;
+				conn->doomed = true;
+				if (err.connection_lost)
+					ConnectionClose(conn);
+				hash_seq_term(&scan);
+				ereport(ERROR,
+						(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
+											   err.sqlstate[3], err.sqlstate[4])),
+						 errmsg("could not release savepoint on shard \"%s\": %s",
+								conn->shard, err.message)));
+			}
+			conn->in_flight = false;
+		}
+		else if (conn->in_flight || conn->doomed || conn->handle == NULL)
+		{
+			/* the shard's state inside its transaction is unknown */
+			conn->doomed = true;
+			if (conn->in_flight)
+				ConnectionClose(conn);
+		}
+		else
+		{
+			snprintf(sql, sizeof(sql), conn->adapter->sql_rollback_to, level);
+			if (!run_control(conn, sql))
+				conn->doomed = true;
+			else
+			{
+				snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
+				if (!run_control(conn, sql))
+					conn->doomed = true;
+			}
+		}
+		conn->xact_depth = level - 1;
+	}
+}
+
+static void
+connection_server_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+
+	if (connections == NULL)
+		return;
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+		if (hashvalue == 0 || conn->server_hash == hashvalue)
+			conn->invalidated = true;
+}
+
+/*
+ * connection_mapping_callback invalidates every connection: a new mapping
+ * for a user who used PUBLIC's has another OID, so matching hash values
+ * would miss it, and mappings change rarely.
+ */
+static void
+connection_mapping_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+
+	if (connections == NULL)
+		return;
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+		conn->invalidated = true;
+}
+
+/*
+ * ConnectionDisconnect closes this backend's connections to 'shard'
+ * (for every user); true when one was open.  A connection inside the
+ * current transaction cannot be closed.
+ */
+bool
+ConnectionDisconnect(const char *shard)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+	bool		closed = false;
+
+	if (connections == NULL)
+		return false;
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+	{
+		if (shard && strcmp(conn->shard, shard) != 0)
+			continue;
+		if (conn->xact_depth > 0)
+		{
+			hash_seq_term(&scan);
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("cannot close the connection to shard \"%s\" inside a transaction that uses it",
+							conn->shard)));
+		}
+		if (conn->handle)
+			closed = true;
+		ConnectionClose(conn);
+	}
+	return closed;
+}
+
+/*
+ * ConnectionDisconnectAll closes every idle connection of this backend;
+ * returns how many were open.
+ */
+int
+ConnectionDisconnectAll(void)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+	int			n = 0;
+
+	if (connections == NULL)
+		return 0;
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+	{
+		if (conn->xact_depth > 0 || conn->handle == NULL)
+			continue;
+		ConnectionClose(conn);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * ConnectionStatusList describes this backend's open connections.
+ */
+CdConnectionStatus *
+ConnectionStatusList(int *count)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+	CdConnectionStatus *out;
+	int			n = 0;
+
+	*count = 0;
+	if (connections == NULL)
+		return NULL;
+	out = palloc0(sizeof(CdConnectionStatus) * Max(hash_get_num_entries(connections), 1));
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+	{
+		if (conn->handle == NULL)
+			continue;
+		strlcpy(out[n].shard, conn->shard, NAMEDATALEN);
+		out[n].userid = conn->key.userid;
+		out[n].dialect = conn->adapter->dialect;
+		out[n].valid = !conn->invalidated && !conn->doomed;
+		out[n].in_transaction = conn->xact_depth > 0;
+		n++;
+	}
+	*count = n;
+	return out;
+}

@@ -1,0 +1,256 @@
+/*-------------------------------------------------------------------------
+ *
+ * execute.c
+ *	  Runs one statement on one shard: checks it, opens or joins the remote
+ *	  transaction, retries once on a stale connection, and raises the
+ *	  shard's errors with their identity and a context line.
+ *
+ * Transactions (DESIGN.md section 8): a read outside a transaction block,
+ * on a shard with no open remote transaction, runs in the shard's
+ * autocommit: one round trip.  So does a statement that the dialect would
+ * commit implicitly (MySQL's DDL): it is refused inside an open remote
+ * transaction, and otherwise not transactional.  Anything else (a write, or any statement in
+ * a transaction block) joins the shard's remote transaction, opening it
+ * with BEGIN (and SAVEPOINTs up to the current subtransaction level) sent
+ * together with the statement.  connection.c commits and rolls back.
+ *
+ * A connection found dead when the statement started (a restarted shard)
+ * is reconnected and the statement sent again, but only when no remote
+ * transaction was open: then nothing on the shard can have happened twice
+ * (a write always travels inside BEGIN, which a dropped connection rolls
+ * back).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+
+#include "collegedb.h"
+#include "remote/connection_internal.h"
+#include "remote/placeholders.h"
+
+#define MAX_SETUP_COMMANDS 64
+
+/*
+ * IdleMarkingSink forwards rows to the caller's sink and notes that the
+ * statement reached the row stage: from there an adapter leaves the
+ * connection usable even when a callback throws (libpq and libmariadb have
+ * the whole result in hand; SQLite resets its statement), so an error
+ * raised while converting a row does not condemn the connection.
+ */
+typedef struct IdleMarkingSink
+{
+	CdRowSink	base;
+	CdRowSink  *inner;
+	CdConnection *conn;
+} IdleMarkingSink;
+
+static void
+idle_columns(CdRowSink *self, int ncols, const char *const *names)
+{
+	IdleMarkingSink *sink = (IdleMarkingSink *) self;
+
+	sink->conn->in_flight = false;
+	if (sink->inner)
+		sink->inner->columns(sink->inner, ncols, names);
+}
+
+static void
+idle_row(CdRowSink *self, int ncols, const CdCell *cells)
+{
+	IdleMarkingSink *sink = (IdleMarkingSink *) self;
+
+	sink->conn->in_flight = false;
+	if (sink->inner)
+		sink->inner->row(sink->inner, ncols, cells);
+}
+
+/*
+ * StatementIsRead says whether 'sql' reads only: it starts with SELECT,
+ * VALUES, TABLE, SHOW, EXPLAIN or WITH and has no INSERT, UPDATE, DELETE,
+ * MERGE or INTO outside literals and comments.  Everything else is a write.
+ */
+bool
+StatementIsRead(const char *sql)
+{
+	return PlaceholdersRewrite(sql, CD_DIALECT_POSTGRES, NULL, NULL, NULL).read_only;
+}
+
+/*
+ * check_statement refuses what no shard should receive: an empty string
+ * and parameter counts that do not match.  Several commands in one string
+ * are refused by every dialect itself (the extended protocol, a MySQL
+ * connection without multi-statements, the SQLite adapter's check of what
+ * its parser left over), which unlike a lexer knows that a trigger body's
+ * semicolons belong to one command.
+ */
+static CdStatementShape
+check_statement(const CdShard *shard, const char *sql, int nparams)
+{
+	CdStatementShape shape = PlaceholdersRewrite(sql, shard->dialect, NULL, NULL, NULL);
+
+	if (shape.empty)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("cannot run an empty statement on shard \"%s\"", shard->name)));
+	if (shape.max_param > nparams)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_PARAMETER),
+				 errmsg("there is no parameter $%d", shape.max_param),
+				 errdetail("The statement uses $%d but %d parameter%s given.",
+						   shape.max_param, nparams, nparams == 1 ? " was" : "s were")));
+	if (shape.max_param < nparams)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%d parameter%s given but the statement uses %s",
+						nparams, nparams == 1 ? " was" : "s were",
+						shape.max_param == 0 ? "none" : psprintf("only up to $%d", shape.max_param))));
+	return shape;
+}
+
+/*
+ * commits_implicitly says whether the dialect commits the open transaction
+ * when it runs a statement of this shape (MySQL's DDL).
+ */
+static bool
+commits_implicitly(const CdAdapter *adapter, const CdStatementShape *shape)
+{
+	if (adapter->implicit_commit == NULL)
+		return false;
+	for (int i = 0; adapter->implicit_commit[i]; i++)
+		if (strcmp(shape->first_word, adapter->implicit_commit[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * raise_remote_error re-raises a shard's error with its SQLSTATE, message,
+ * detail and hint, plus a context line naming the shard and the statement.
+ */
+static void
+raise_remote_error(const CdShard *shard, const char *sql, const CdRemoteError *err)
+{
+	int			code = MAKE_SQLSTATE(err->sqlstate[0], err->sqlstate[1],
+									 err->sqlstate[2], err->sqlstate[3],
+									 err->sqlstate[4]);
+
+	if (err->connection_lost)
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("lost connection to shard \"%s\"", shard->name),
+				 errdetail_internal("%s", err->message),
+				 errcontext("shard \"%s\" (%s): %s", shard->name,
+							AdapterDialectName(shard->dialect), sql)));
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg_internal("%s", err->message),
+			 err->detail ? errdetail_internal("%s", err->detail) : 0,
+			 err->hint ? errhint("%s", err->hint) : 0,
+			 errcontext("shard \"%s\" (%s): %s", shard->name,
+						AdapterDialectName(shard->dialect), sql)));
+}
+
+/*
+ * RemoteExecute runs 'sql' with 'params' on 'shard', streaming rows to
+ * 'sink' (NULL: none), and returns the rows affected (or returned).
+ * 'is_write' makes the statement join the shard's remote transaction even
+ * outside a transaction block.
+ */
+int64
+RemoteExecute(const CdShard *shard, const char *sql, int nparams,
+			  const CdParam *params, CdRowSink *sink, bool is_write)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	CdStatementShape shape = check_statement(shard, sql, nparams);
+	bool		autocommit_only = commits_implicitly(AdapterForDialect(shard->dialect), &shape);
+
+	for (int attempt = 0;; attempt++)
+	{
+		CdConnection *conn = ConnectionGet(shard);
+		const char *setup[MAX_SETUP_COMMANDS];
+		int			nsetup = 0;
+		bool		was_open = conn->xact_depth > 0;
+		bool		need_xact = !autocommit_only &&
+			(is_write || was_open || IsTransactionBlock());
+		bool		fresh = conn->fresh;
+		IdleMarkingSink idle;
+		CdRemoteError err;
+		int64		rows = 0;
+		bool		ok;
+
+		if (conn->doomed)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("the transaction on shard \"%s\" was lost", shard->name),
+					 errdetail("The connection to the shard failed earlier in this transaction."),
+					 errhint("Roll back the transaction and retry it.")));
+
+		if (autocommit_only && was_open)
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("cannot run this statement inside a transaction on %s shard \"%s\"",
+							conn->adapter->name, shard->name),
+					 errdetail("The shard would commit its open transaction first."),
+					 errhint("Run it in its own transaction.")));
+
+		if (need_xact)
+		{
+			if (level - conn->xact_depth + 1 > MAX_SETUP_COMMANDS)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("too many nested subtransactions to open on shard \"%s\"",
+								shard->name)));
+			if (conn->xact_depth == 0)
+			{
+				setup[nsetup++] = conn->adapter->sql_begin;
+				conn->xact_depth = 1;
+			}
+			for (int l = conn->xact_depth + 1; l <= level; l++)
+				setup[nsetup++] = psprintf(conn->adapter->sql_savepoint, l);
+		}
+
+		idle.base.columns = idle_columns;
+		idle.base.row = idle_row;
+		idle.inner = sink;
+		idle.conn = conn;
+		memset(&err, 0, sizeof(err));
+
+		conn->in_flight = true;
+		ok = conn->adapter->exec(conn->handle, nsetup, setup, sql, nparams, params,
+								 &idle.base, &rows, &err);
+		conn->in_flight = false;
+		ShmemCountStatement(shard->name, !ok);
+
+		if (ok)
+		{
+			if (need_xact)
+				conn->xact_depth = level;
+			return rows;
+		}
+
+		if (err.connection_lost)
+		{
+			ConnectionClose(conn);
+			if (was_open)
+				conn->doomed = true;
+			else
+			{
+				conn->xact_depth = 0;
+				if (attempt == 0 && !fresh)
+				{
+					if (CollegeDebug)
+						elog(LOG, "collegedb: reconnecting to shard \"%s\": %s",
+							 shard->name, err.message);
+					continue;
+				}
+			}
+		}
+		else if (need_xact)
+			conn->xact_depth = level;
+
+		raise_remote_error(shard, sql, &err);
+	}
+}

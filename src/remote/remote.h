@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * remote.h
+ *	  The remote layer: connections to shards cached per backend, remote
+ *	  transactions tied to the front's, statements run with parameters, and
+ *	  conversion of values between PostgreSQL and the adapters' neutral form.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_REMOTE_H
+#define COLLEGEDB_REMOTE_H
+
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "fmgr.h"
+#include "utils/jsonb.h"
+#include "utils/tuplestore.h"
+
+#include "adapters/adapter.h"
+#include "catalog/shards.h"
+
+/* connection.c */
+typedef struct CdConnection CdConnection;
+
+extern CdConnection *ConnectionGet(const CdShard *shard);
+extern bool ConnectionDisconnect(const char *shard);
+extern int	ConnectionDisconnectAll(void);
+
+typedef struct CdConnectionStatus
+{
+	char		shard[NAMEDATALEN];
+	Oid			userid;
+	CdDialect	dialect;
+	bool		valid;
+	bool		in_transaction;
+} CdConnectionStatus;
+
+extern CdConnectionStatus *ConnectionStatusList(int *count);
+
+/* execute.c */
+extern int64 RemoteExecute(const CdShard *shard, const char *sql,
+						   int nparams, const CdParam *params,
+						   CdRowSink *sink, bool is_write);
+extern bool StatementIsRead(const char *sql);
+
+/* values.c */
+extern CdParam *ValuesFromVariadic(FunctionCallInfo fcinfo, int first, int *nparams);
+extern void ValuesToParam(Datum value, bool isnull, Oid typid, CdParam *param);
+extern Jsonb *ValuesRowToJsonb(int ncols, const char *const *names, const CdCell *cells);
+extern Datum ValuesCellToDatum(const CdCell *cell, Oid typid, int32 typmod,
+							   FmgrInfo *input, Oid ioparam, bool *isnull);
+
+/*
+ * A sink that stores each row as one jsonb object in a tuplestore (or, with
+ * 'limit' 1, keeps only the first row).
+ */
+typedef struct JsonbRowSink
+{
+	CdRowSink	base;
+	Tuplestorestate *store;		/* NULL: keep 'first' only */
+	TupleDesc	desc;
+	MemoryContext row_context;
+	int			ncols;
+	char	  **names;
+	int64		rows;
+	Jsonb	   *first;
+} JsonbRowSink;
+
+extern void JsonbRowSinkInit(JsonbRowSink *sink, Tuplestorestate *store,
+							 TupleDesc desc);
+
+/*
+ * A sink that stores rows as tuples of a caller-given descriptor,
+ * converting each cell to the column's type; columns match by position.
+ */
+typedef struct RecordRowSink
+{
+	CdRowSink	base;
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	MemoryContext row_context;
+	FmgrInfo   *inputs;
+	Oid		   *ioparams;
+	int64		rows;
+} RecordRowSink;
+
+extern void RecordRowSinkInit(RecordRowSink *sink, Tuplestorestate *store,
+							  TupleDesc desc);
+
+#endif							/* COLLEGEDB_REMOTE_H */

@@ -1,0 +1,297 @@
+/*-------------------------------------------------------------------------
+ *
+ * router.c
+ *	  Decides which shard a key goes to (DESIGN.md 4.3, 4.4): the key's
+ *	  mapping when it has one, else a new allocation by the strategy.
+ *
+ * Mappings are cached per backend in "collegedb mapping cache", keyed by
+ * the SHA-256 of the key, so a warm routed statement reads no catalog
+ * table.  The cache is dropped when the mapping table's trigger sends an
+ * invalidation (an update or delete of any mapping, through any collegedb
+ * function), when the settings change, and when a transaction that saved
+ * mappings rolls back (the rows it cached are gone).  An entry older than
+ * mapping_cache_ttl is re-read, which bounds how long a change made behind
+ * collegedb's back can go unnoticed.  The absence of a mapping is never
+ * cached, so new mappings need no invalidation.
+ *
+ * The strategies themselves are in placement/; tombstone hops come with
+ * the moves.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "mb/pg_wchar.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "catalog/catalog.h"
+#include "catalog/config.h"
+#include "catalog/mappings.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+#include "placement/strategy.h"
+#include "router/router.h"
+
+/* beyond this many entries the cache starts over */
+#define MAPPING_CACHE_MAX_ENTRIES 100000
+
+typedef struct MappingCacheEntry
+{
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];	/* hash key */
+	char		shard[NAMEDATALEN];
+	TimestampTz fetched_at;
+} MappingCacheEntry;
+
+static MemoryContext cache_context = NULL;
+static HTAB *mapping_cache = NULL;
+static bool saved_in_xact = false;
+
+uint64		RouterCacheHits = 0;
+uint64		RouterCacheMisses = 0;
+uint64		RouterCatalogReads = 0;
+
+static void
+reset_cache(void)
+{
+	mapping_cache = NULL;
+	if (cache_context)
+		MemoryContextReset(cache_context);
+}
+
+static void
+router_relcache_callback(Datum arg, Oid relid)
+{
+	if (CatalogRelidIs(CD_REL_MAPPING, relid) || CatalogRelidIs(CD_REL_CONFIG, relid))
+		reset_cache();
+}
+
+static void
+router_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		if (saved_in_xact)
+			reset_cache();
+		saved_in_xact = false;
+	}
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+			 event == XACT_EVENT_PREPARE)
+		saved_in_xact = false;
+}
+
+static void
+router_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && saved_in_xact)
+		reset_cache();
+}
+
+/*
+ * RouterInit registers the cache's invalidation callbacks.
+ */
+void
+RouterInit(void)
+{
+	CacheRegisterRelcacheCallback(router_relcache_callback, (Datum) 0);
+	RegisterXactCallback(router_xact_callback, NULL);
+	RegisterSubXactCallback(router_subxact_callback, NULL);
+}
+
+static HTAB *
+get_cache(void)
+{
+	HASHCTL		ctl;
+
+	if (mapping_cache)
+		return mapping_cache;
+	if (cache_context == NULL)
+		cache_context = AllocSetContextCreate(CacheMemoryContext,
+											  "collegedb mapping cache",
+											  ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = PG_SHA256_DIGEST_LENGTH;
+	ctl.entrysize = sizeof(MappingCacheEntry);
+	ctl.hcxt = cache_context;
+	mapping_cache = hash_create("collegedb mapping cache", 256, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return mapping_cache;
+}
+
+/*
+ * digest_key computes the SHA-256 of the key's UTF-8 bytes.
+ */
+static void
+digest_key(const char *key, int key_len, uint8 *digest)
+{
+	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) utf8,
+							 utf8 == key ? key_len : strlen(utf8)) < 0 ||
+		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+}
+
+static char *
+stored_form(const char *key, int key_len, const uint8 *digest)
+{
+	static const char hexdig[] = "0123456789abcdef";
+	char	   *hex;
+
+	if (!ConfigGet()->hash_mappings)
+		return pnstrdup(key, key_len);
+	hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
+	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+	{
+		hex[i * 2] = hexdig[digest[i] >> 4];
+		hex[i * 2 + 1] = hexdig[digest[i] & 0xF];
+	}
+	hex[PG_SHA256_DIGEST_LENGTH * 2] = '\0';
+	return hex;
+}
+
+/*
+ * RouterStoredKey returns the form in which the mapping store keeps a key:
+ * the lowercase hex SHA-256 of its UTF-8 bytes, or the key itself when
+ * hash_mappings is off.
+ */
+char *
+RouterStoredKey(const char *key, int key_len)
+{
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+
+	digest_key(key, key_len, digest);
+	return stored_form(key, key_len, digest);
+}
+
+static void
+cache_put(const uint8 *digest, const char *shard)
+{
+	HTAB	   *cache = get_cache();
+	MappingCacheEntry *entry;
+
+	if (ConfigGet()->mapping_cache_ttl_ms == 0)
+		return;
+	if (hash_get_num_entries(cache) >= MAPPING_CACHE_MAX_ENTRIES)
+	{
+		reset_cache();
+		cache = get_cache();
+	}
+	entry = hash_search(cache, digest, HASH_ENTER, NULL);
+	strlcpy(entry->shard, shard, NAMEDATALEN);
+	entry->fetched_at = GetCurrentStatementStartTimestamp();
+}
+
+/*
+ * find_mapping returns the shard name the key is mapped to, from the cache
+ * when fresh, else from the mapping store; NULL when unmapped.
+ */
+static const char *
+find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
+{
+	const CdConfig *config = ConfigGet();
+	MappingCacheEntry *entry;
+
+	entry = hash_search(get_cache(), digest, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		TimestampTz now = GetCurrentStatementStartTimestamp();
+
+		if (now - entry->fetched_at < config->mapping_cache_ttl_ms * 1000)
+		{
+			RouterCacheHits++;
+			return entry->shard;
+		}
+	}
+	RouterCacheMisses++;
+	RouterCatalogReads++;
+	if (!MappingFind(stored_form(key, key_len, digest), buf))
+		return NULL;
+	cache_put(digest, buf);
+	return buf;
+}
+
+/*
+ * RouterFindMapping looks up the key's mapping without allocating; false
+ * when it has none.  A mapping to a shard that is no longer registered is
+ * SHARD_NOT_FOUND.
+ */
+bool
+RouterFindMapping(const char *key, int key_len, const CdShard **shard)
+{
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	char		buf[NAMEDATALEN];
+	const char *name;
+
+	digest_key(key, key_len, digest);
+	name = find_mapping(key, key_len, digest, buf);
+	if (name == NULL)
+		return false;
+	*shard = ShardLookup(name);
+	return true;
+}
+
+/*
+ * RouterResolve returns the shard for a key.  A mapped key goes to its
+ * mapping.  An unmapped key gets the strategy's pick among the shards that
+ * take new keys (the write strategy for writes, the read strategy for
+ * reads); with 'save', a write (or, with allocate_on_read, a read) saves
+ * that pick as the key's mapping in the current transaction.
+ */
+CdRoute
+RouterResolve(const char *key, int key_len, bool for_write, bool save)
+{
+	const CdConfig *config = ConfigGet();
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	char		buf[NAMEDATALEN];
+	const char *name;
+	CdRoute		route;
+
+	digest_key(key, key_len, digest);
+	name = find_mapping(key, key_len, digest, buf);
+	if (name != NULL)
+	{
+		route.shard = ShardLookup(name);
+		route.source = CD_ROUTE_MAPPING;
+		return route;
+	}
+
+	route.shard = PlacementAllocate(for_write ? config->write_strategy : config->read_strategy,
+									key, key_len);
+	route.source = CD_ROUTE_STRATEGY;
+	if (save && (for_write || config->allocate_on_read))
+	{
+		MappingInsert(stored_form(key, key_len, digest), route.shard->name, buf);
+		saved_in_xact = true;
+		cache_put(digest, buf);
+		route.shard = ShardLookup(buf);
+		route.source = CD_ROUTE_ALLOCATED;
+	}
+	if (CollegeDebug)
+		elog(LOG, "collegedb: key routed to shard \"%s\" (%s)", route.shard->name,
+			 RouterSourceName(route.source));
+	return route;
+}
+
+const char *
+RouterSourceName(CdRouteSource source)
+{
+	switch (source)
+	{
+		case CD_ROUTE_MAPPING:
+			return "mapping";
+		case CD_ROUTE_ALLOCATED:
+			return "allocated";
+		case CD_ROUTE_STRATEGY:
+			return "strategy";
+	}
+	return "strategy";
+}

@@ -1,0 +1,229 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *	  collegedb's shared memory: per-shard activity counters shared by every
+ *	  backend, and the check that collegedb was preloaded.
+ *
+ * Shared memory exists only when collegedb is in shared_preload_libraries.
+ * Everything that needs it calls EnsurePreloaded() first, which fails with
+ * a hint naming the setting.  Counters are atomics in a fixed-size shared
+ * hash table (collegedb.max_shards entries); a backend remembers where its
+ * shards' entries are, so counting a statement takes no lock once warm.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "collegedb.h"
+#include "shmem.h"
+
+typedef struct ShardActivityEntry
+{
+	char		shard[NAMEDATALEN]; /* hash key */
+	pg_atomic_uint64 statements;
+	pg_atomic_uint64 errors;
+} ShardActivityEntry;
+
+typedef struct LocalActivity
+{
+	char		shard[NAMEDATALEN]; /* hash key */
+	ShardActivityEntry *entry;	/* in shared memory */
+} LocalActivity;
+
+typedef struct CollegeSharedState
+{
+	LWLock	   *lock;			/* protects inserts into the activity hash */
+} CollegeSharedState;
+
+static bool preloaded = false;
+static CollegeSharedState *shared_state = NULL;
+static HTAB *shared_activity = NULL;
+static HTAB *local_activity = NULL;	/* of LocalActivity */
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void collegedb_shmem_request(void);
+static void collegedb_shmem_startup(void);
+
+/*
+ * ShmemInit installs the shared-memory hooks when collegedb is being
+ * preloaded; otherwise it does nothing, and EnsurePreloaded() explains.
+ */
+void
+ShmemInit(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	preloaded = true;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = collegedb_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = collegedb_shmem_startup;
+}
+
+static Size
+shared_size(void)
+{
+	return add_size(MAXALIGN(sizeof(CollegeSharedState)),
+					hash_estimate_size(CollegeMaxShards, sizeof(ShardActivityEntry)));
+}
+
+static void
+collegedb_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(shared_size());
+	RequestNamedLWLockTranche("collegedb", 1);
+}
+
+/*
+ * collegedb_shmem_startup creates or attaches to the shared state.
+ */
+static void
+collegedb_shmem_startup(void)
+{
+	bool		found;
+	HASHCTL		ctl;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared_state = ShmemInitStruct("collegedb state", sizeof(CollegeSharedState), &found);
+	if (!found)
+		shared_state->lock = &(GetNamedLWLockTranche("collegedb"))->lock;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(ShardActivityEntry);
+	shared_activity = ShmemInitHash("collegedb shard activity",
+									CollegeMaxShards, CollegeMaxShards,
+									&ctl, HASH_ELEM | HASH_STRINGS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * ShmemIsPreloaded says whether this backend has collegedb's shared memory.
+ */
+bool
+ShmemIsPreloaded(void)
+{
+	return preloaded && shared_state != NULL;
+}
+
+/*
+ * EnsurePreloaded fails unless collegedb was loaded through
+ * shared_preload_libraries; 'what' names the feature that needs it.
+ */
+void
+EnsurePreloaded(const char *what)
+{
+	if (!ShmemIsPreloaded())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s requires collegedb to be loaded through shared_preload_libraries", what),
+				 errhint("Add collegedb to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/*
+ * activity_entry finds (creating if needed) the shared counters of a shard;
+ * NULL when the table is full.
+ */
+static ShardActivityEntry *
+activity_entry(const char *shard)
+{
+	char		key[NAMEDATALEN];
+	LocalActivity *local;
+	ShardActivityEntry *entry;
+	bool		found;
+
+	if (local_activity == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = NAMEDATALEN;
+		ctl.entrysize = sizeof(LocalActivity);
+		ctl.hcxt = TopMemoryContext;
+		local_activity = hash_create("collegedb local activity", 32, &ctl,
+									 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+
+	strlcpy(key, shard, NAMEDATALEN);
+	local = hash_search(local_activity, key, HASH_FIND, NULL);
+	if (local)
+		return local->entry;
+
+	LWLockAcquire(shared_state->lock, LW_EXCLUSIVE);
+	entry = hash_search(shared_activity, key, HASH_ENTER_NULL, &found);
+	if (entry && !found)
+	{
+		pg_atomic_init_u64(&entry->statements, 0);
+		pg_atomic_init_u64(&entry->errors, 0);
+	}
+	LWLockRelease(shared_state->lock);
+	if (entry == NULL)
+		return NULL;
+
+	local = hash_search(local_activity, key, HASH_ENTER, NULL);
+	local->entry = entry;
+	return entry;
+}
+
+/*
+ * ShmemCountStatement counts one statement sent to 'shard' (and whether it
+ * failed).  Without preload, or when the table is full, nothing is counted.
+ */
+void
+ShmemCountStatement(const char *shard, bool failed)
+{
+	ShardActivityEntry *entry;
+
+	if (!ShmemIsPreloaded())
+		return;
+	entry = activity_entry(shard);
+	if (entry == NULL)
+		return;
+	pg_atomic_fetch_add_u64(&entry->statements, 1);
+	if (failed)
+		pg_atomic_fetch_add_u64(&entry->errors, 1);
+}
+
+/*
+ * ShmemActivitySnapshot copies every shard's counters into a palloc'd
+ * array; *count gets its length.
+ */
+ShardActivity *
+ShmemActivitySnapshot(int *count)
+{
+	HASH_SEQ_STATUS status;
+	ShardActivityEntry *entry;
+	ShardActivity *out;
+	int			n = 0;
+
+	EnsurePreloaded("collegedb.shard_activity()");
+
+	LWLockAcquire(shared_state->lock, LW_SHARED);
+	out = palloc0(sizeof(ShardActivity) * Max(hash_get_num_entries(shared_activity), 1));
+	hash_seq_init(&status, shared_activity);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		strlcpy(out[n].shard, entry->shard, NAMEDATALEN);
+		out[n].statements = pg_atomic_read_u64(&entry->statements);
+		out[n].errors = pg_atomic_read_u64(&entry->errors);
+		n++;
+	}
+	LWLockRelease(shared_state->lock);
+	*count = n;
+	return out;
+}

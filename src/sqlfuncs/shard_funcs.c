@@ -1,0 +1,209 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard_funcs.c
+ *	  SQL functions that register shards and change their state:
+ *	  add_shard, drop_shard, set_shard_state.
+ *
+ * Checks come first, with their own SQLSTATEs, so that the catalog's
+ * constraints are only a backstop; rows are written through SPI with
+ * arguments; the table's trigger makes every backend drop its cached
+ * copy.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/jsonb.h"
+
+#include "catalog/shards.h"
+#include "cd_errcodes.h"
+#include "remote/remote.h"
+#include "sqlfuncs/sqlfuncs.h"
+
+PG_FUNCTION_INFO_V1(collegedb_add_shard);
+PG_FUNCTION_INFO_V1(collegedb_drop_shard);
+PG_FUNCTION_INFO_V1(collegedb_set_shard_state);
+
+/*
+ * ArgText returns text argument 'n' as a C string, failing with a message
+ * naming 'what' when it is NULL.
+ */
+char *
+ArgText(FunctionCallInfo fcinfo, int n, const char *what)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+static void
+ensure_valid_priority(double priority)
+{
+	if (!(priority > 0) || isinf(priority))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("shard priority must be a positive number")));
+}
+
+static void
+ensure_valid_tags(Jsonb *tags)
+{
+	if (!JB_ROOT_IS_OBJECT(tags))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("shard tags must be a JSON object")));
+}
+
+/*
+ * spi_run runs one catalog statement with arguments and returns the number
+ * of rows it processed.
+ */
+static uint64
+spi_run(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	int			rc;
+	uint64		processed;
+
+	SPI_connect();
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	processed = SPI_processed;
+	SPI_finish();
+	return processed;
+}
+
+/*
+ * collegedb_add_shard registers a collegedb server as a data shard: it
+ * connects, creates the shard-side tombstone table (idempotent) inside the
+ * current transaction, and records the shard as active.
+ */
+Datum
+collegedb_add_shard(PG_FUNCTION_ARGS)
+{
+	char	   *name = ArgText(fcinfo, 0, "shard name");
+	ForeignServer *server = GetForeignServerByName(name, true);
+	double		priority = PG_ARGISNULL(2) ? 1.0 : PG_GETARG_FLOAT8(2);
+	bool		is_shard;
+	CdShard		shard;
+	Oid			types[5] = {TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, JSONBOID};
+	Datum		values[5];
+	char		nulls[6] = "     ";
+
+	if (server == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("server \"%s\" does not exist", name),
+				 errhint("Create it first: CREATE SERVER \"%s\" FOREIGN DATA WRAPPER collegedb OPTIONS (dialect '...', ...).", name)));
+
+	memset(&shard, 0, sizeof(shard));
+	shard.dialect = ShardServerDialect(server->serverid, &is_shard);
+	if (!is_shard)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("server \"%s\" is a collegedb router, not a shard", name),
+				 errhint("A shard server has a dialect option: postgres, sqlite or mysql.")));
+	if (strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("shard name \"%s\" is too long", name)));
+	if (!PG_ARGISNULL(1))
+		EnsureValidRegion(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	ensure_valid_priority(priority);
+	if (!PG_ARGISNULL(4))
+		ensure_valid_tags(PG_GETARG_JSONB_P(4));
+	if (ShardLookupOptional(name) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("shard \"%s\" is already registered", name)));
+
+	strlcpy(shard.name, name, NAMEDATALEN);
+	shard.serverid = server->serverid;
+	(void) RemoteExecute(&shard, AdapterForDialect(shard.dialect)->tombstone_ddl,
+						 0, NULL, NULL, true);
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
+	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
+	values[2] = Float8GetDatum(priority);
+	values[3] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	nulls[3] = PG_ARGISNULL(3) ? 'n' : ' ';
+	values[4] = PG_ARGISNULL(4) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")) :
+		PG_GETARG_DATUM(4);
+	spi_run("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
+			"VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls);
+	PG_RETURN_VOID();
+}
+
+/*
+ * collegedb_drop_shard unregisters a shard.  The shard's data and its
+ * foreign server stay as they are.
+ */
+Datum
+collegedb_drop_shard(PG_FUNCTION_ARGS)
+{
+	char	   *name = ArgText(fcinfo, 0, "shard name");
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+
+	if (ShardLookupOptional(name) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
+				 errmsg("shard \"%s\" is not registered", name)));
+
+	values[0] = CStringGetTextDatum(name);
+	spi_run("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * collegedb_set_shard_state changes the given fields of a shard's state;
+ * NULL arguments leave a field as it is.
+ */
+Datum
+collegedb_set_shard_state(PG_FUNCTION_ARGS)
+{
+	char	   *name = ArgText(fcinfo, 0, "shard name");
+	Oid			types[7] = {TEXTOID, BOOLOID, TEXTOID, JSONBOID, TEXTOID, FLOAT8OID, TEXTOID};
+	Datum		values[7];
+	char		nulls[8] = "       ";
+	CdDrain		drain;
+
+	if (ShardLookupOptional(name) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
+				 errmsg("shard \"%s\" is not registered", name)));
+	if (!PG_ARGISNULL(2) &&
+		!ShardParseDrain(text_to_cstring(PG_GETARG_TEXT_PP(2)), &drain))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid drain state \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(2))),
+				 errhint("Valid drain states are active, draining and retired.")));
+	if (!PG_ARGISNULL(3))
+		ensure_valid_tags(PG_GETARG_JSONB_P(3));
+	if (!PG_ARGISNULL(4))
+		EnsureValidRegion(text_to_cstring(PG_GETARG_TEXT_PP(4)));
+	if (!PG_ARGISNULL(5))
+		ensure_valid_priority(PG_GETARG_FLOAT8(5));
+
+	values[0] = CStringGetTextDatum(name);
+	for (int i = 1; i < 7; i++)
+	{
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	spi_run("UPDATE collegedb.shard SET "
+			"writable = coalesce($2, writable), drain = coalesce($3, drain), "
+			"tags = coalesce($4, tags), region = coalesce($5, region), "
+			"priority = coalesce($6, priority), physical_id = coalesce($7, physical_id) "
+			"WHERE name = $1", 7, types, values, nulls);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,466 @@
+# CollegeDB::TestHarness: helpers for collegedb's TAP tests (test/t/*.pl).
+#
+# Starts front nodes (collegedb preloaded) and plain Postgres shard clusters on top of
+# PostgreSQL::Test::Cluster, hands out the run's MariaDB server and per-test databases
+# on it, SQLite dirs and files, and bounded polling.  It does not start MariaDB (the
+# tests run as postgres; scripts/test starts the server as root) and it does not create
+# the extension or any collegedb server unless asked.
+
+=pod
+
+=head1 NAME
+
+CollegeDB::TestHarness - start a collegedb front and its shard servers in TAP tests
+
+=head1 SYNOPSIS
+
+  use PostgreSQL::Test::Utils;
+  use Test::More;
+  use CollegeDB::TestHarness;
+
+  my $front = front_node('front');              # initdb, preload collegedb, start
+  my $pg    = pg_shard_node('shard_pg');         # a plain second cluster
+  my $mdb   = start_mariadb();                   # the MariaDB server of scripts/test
+  my $db    = mysql_database($mdb);              # a fresh collegedb_<test> database
+  mysql_query($mdb, 'CREATE TABLE t (k int)', database => $db);
+  my $file  = sqlite_dir() . '/b.db';
+  sqlite_exec($file, 'CREATE TABLE t (k int)');
+
+  $front->safe_psql('postgres', qq{
+      CREATE EXTENSION collegedb;
+      CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg) ]});
+      CREATE SERVER b FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($file) ]});
+      CREATE SERVER c FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ mysql_server_options($mdb, dbname => $db) ]});
+      CREATE USER MAPPING FOR PUBLIC SERVER c OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+  });
+  ok(poll_until($front, 'SELECT count(*) FROM collegedb.jobs', '0', 30));
+
+=head1 DESCRIPTION
+
+The TAP tests run as the postgres user (PostgreSQL refuses root), so they cannot start
+mariadbd as the mysql user.  B<start_mariadb() therefore reuses the MariaDB server that
+scripts/test started> and describes through the COLLEGEDB_TEST_MYSQL_* variables; it never
+starts one.  To run a TAP file by hand, export those variables for any MariaDB/MySQL
+server that has a user allowed to create databases named collegedb_%:
+
+  COLLEGEDB_TEST_MYSQL_PORT      (required)
+  COLLEGEDB_TEST_MYSQL_HOST      default 127.0.0.1
+  COLLEGEDB_TEST_MYSQL_SOCKET    default none (then mysql_query(..., via => 'socket') dies)
+  COLLEGEDB_TEST_MYSQL_USER      default collegedb
+  COLLEGEDB_TEST_MYSQL_PASSWORD  default collegedb
+  COLLEGEDB_TEST_MYSQL_DB        default collegedb_test
+
+The MariaDB server is shared by every suite of a run (pg_regress, isolation and all TAP
+files): a TAP test works in its own database from mysql_database(), never in
+collegedb_test.
+
+Other variables: COLLEGEDB_TEST_PRELOAD (shared_preload_libraries of front nodes,
+default 'collegedb'), COLLEGEDB_TEST_SQLITE_DIR (parent of the sqlite_dir() dirs; a TAP
+temp dir when unset).
+
+=cut
+
+package CollegeDB::TestHarness;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Basename ();
+use File::Temp     ();
+use IPC::Run       ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(
+  front_node
+  pg_shard_node
+  start_mariadb
+  mysql_query
+  mysql_database
+  sqlite_dir
+  sqlite_exec
+  poll_until
+  wait_for_backend_type
+  sql_literal
+  pg_server_options
+  mysql_server_options
+  sqlite_server_options
+  mysql_user_mapping_options
+);
+
+# The name of the running test file without directory and extension ("001_harness").
+sub _test_name
+{
+	my $name = File::Basename::basename($0);
+	$name =~ s/\.[^.]*$//;
+	return $name;
+}
+
+# Append settings to a node's postgresql.conf: a string, or a hash ref of name => value.
+sub _append_settings
+{
+	my ($node, $conf) = @_;
+	return unless defined $conf;
+	if (ref $conf eq 'HASH')
+	{
+		$conf = join '',
+		  map { "$_ = " . sql_literal($conf->{$_}) . "\n" } sort keys %$conf;
+	}
+	$node->append_conf('postgresql.conf', $conf);
+	return;
+}
+
+=pod
+
+=head1 FUNCTIONS
+
+=over
+
+=item sql_literal($text)
+
+The text as a single-quoted SQL (and postgresql.conf) literal.
+
+=cut
+
+sub sql_literal
+{
+	my ($text) = @_;
+	$text =~ s/'/''/g;
+	return "'$text'";
+}
+
+=pod
+
+=item front_node($name, %opts)
+
+A new PostgreSQL::Test::Cluster with C<shared_preload_libraries = 'collegedb'> (or
+COLLEGEDB_TEST_PRELOAD), started unless C<< start => 0 >>.  Options: C<init> (hash ref
+for C<< $node->init >>, e.g. C<< { allows_streaming => 1 } >>), C<conf> (extra
+postgresql.conf settings: a string or a hash ref), C<preload> (replaces the preload
+list), C<extension> (true: C<CREATE EXTENSION collegedb> in database postgres after the
+start).
+
+=cut
+
+sub front_node
+{
+	my ($name, %opts) = @_;
+	my $preload = $opts{preload} // $ENV{COLLEGEDB_TEST_PRELOAD} // 'collegedb';
+
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $opts{init} // {} });
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = " . sql_literal($preload) . "\n");
+	_append_settings($node, $opts{conf});
+	return $node if defined $opts{start} && !$opts{start};
+
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION collegedb')
+	  if $opts{extension};
+	return $node;
+}
+
+=pod
+
+=item pg_shard_node($name, %opts)
+
+A plain PostgreSQL cluster to use as a Postgres shard, started unless
+C<< start => 0 >>.  Options C<init> and C<conf> as for front_node.  The front reaches it
+over its Unix socket: see pg_server_options.
+
+=cut
+
+sub pg_shard_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $opts{init} // {} });
+	_append_settings($node, $opts{conf});
+	$node->start unless defined $opts{start} && !$opts{start};
+	return $node;
+}
+
+=pod
+
+=item start_mariadb()
+
+The MariaDB server of this run, as a CollegeDB::TestHarness::MariaDB object with the
+methods C<host port socket user password database stop>.  See DESCRIPTION: the server
+comes from scripts/test; without COLLEGEDB_TEST_MYSQL_PORT the test bails out.
+C<stop> does not stop the shared server: it drops the databases made by mysql_database
+on this object (done at exit as well, unless PG_TEST_NOCLEAN is set).
+
+=cut
+
+my @mariadb_handles;
+
+sub start_mariadb
+{
+	BAIL_OUT('no MariaDB server: run the TAP tests through scripts/test, or export '
+		  . 'COLLEGEDB_TEST_MYSQL_PORT (and _HOST, _SOCKET, _USER, _PASSWORD) for a '
+		  . 'server whose user may create databases named collegedb_%')
+	  unless $ENV{COLLEGEDB_TEST_MYSQL_PORT};
+
+	my $mdb = bless {
+		host     => $ENV{COLLEGEDB_TEST_MYSQL_HOST}     // '127.0.0.1',
+		port     => $ENV{COLLEGEDB_TEST_MYSQL_PORT},
+		socket   => $ENV{COLLEGEDB_TEST_MYSQL_SOCKET},
+		user     => $ENV{COLLEGEDB_TEST_MYSQL_USER}     // 'collegedb',
+		password => $ENV{COLLEGEDB_TEST_MYSQL_PASSWORD} // 'collegedb',
+		database => $ENV{COLLEGEDB_TEST_MYSQL_DB}       // 'collegedb_test',
+		created  => [],
+	  },
+	  'CollegeDB::TestHarness::MariaDB';
+
+	# Fail early and clearly when the server is not there.
+	my $version = mysql_query($mdb, 'SELECT VERSION()');
+	note "MariaDB $version on $mdb->{host}:$mdb->{port}";
+	push @mariadb_handles, $mdb;
+	return $mdb;
+}
+
+=pod
+
+=item mysql_query($mdb, $sql, %opts)
+
+Runs C<$sql> (one or more statements) with the C<mariadb> client as the test user and
+returns its output without column names: rows separated by newlines, columns by tabs,
+NULL as C<NULL>.  Dies with the client's message on error.  Options: C<database>
+(default: the object's database, collegedb_test), C<< via => 'socket' >> (connect over
+the Unix socket, i.e. as user@localhost; the default is TCP to 127.0.0.1, i.e.
+user@127.0.0.1, as the adapter connects), C<timeout> (seconds).
+
+=cut
+
+sub mysql_query
+{
+	my ($mdb, $sql, %opts) = @_;
+	my @conn;
+	if (($opts{via} // 'tcp') eq 'socket')
+	{
+		die "mysql_query: no socket known for this MariaDB server\n"
+		  unless $mdb->{socket};
+		@conn = ('--protocol=SOCKET', "--socket=$mdb->{socket}");
+	}
+	else
+	{
+		@conn = ('--protocol=TCP', "--host=$mdb->{host}", "--port=$mdb->{port}");
+	}
+	my @cmd = (
+		'mariadb', '--no-defaults', @conn, "--user=$mdb->{user}",
+		'--batch', '--skip-column-names',
+		'--database=' . ($opts{database} // $mdb->{database}));
+
+	# The password goes through the environment, not argv (no warning, no ps leak).
+	local $ENV{MYSQL_PWD} = $mdb->{password};
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run(\@cmd, '<', \$sql, '>', \$stdout, '2>', \$stderr,
+		IPC::Run::timeout($opts{timeout} // $PostgreSQL::Test::Utils::timeout_default));
+	die "mysql_query failed: $stderr\nstatement: $sql\n" unless $ok;
+	chomp $stdout;
+	return $stdout;
+}
+
+=pod
+
+=item mysql_database($mdb [, $name])
+
+Drops and creates the database C<collegedb_$name> (C<$name> defaults to the test file's
+name, e.g. collegedb_001_harness) and returns its name.  Names must fit the
+C<collegedb_%> grant of the test user; a name that already starts with collegedb_ is
+used as it is.
+
+=cut
+
+sub mysql_database
+{
+	my ($mdb, $name) = @_;
+	$name //= _test_name();
+	$name =~ s/[^A-Za-z0-9_]/_/g;
+	$name = "collegedb_$name" unless $name =~ /^collegedb_/;
+	mysql_query($mdb,
+		"DROP DATABASE IF EXISTS `$name`; CREATE DATABASE `$name`;",
+		database => $mdb->{database});
+	push @{ $mdb->{created} }, $name
+	  unless grep { $_ eq $name } @{ $mdb->{created} };
+	return $name;
+}
+
+=pod
+
+=item sqlite_dir()
+
+A new empty directory for SQLite database files, readable and writable by the postgres
+user (the TAP test and the front's backends both run as postgres).  It sits under
+COLLEGEDB_TEST_SQLITE_DIR when that is set, else in the TAP temp dir, and is removed at
+exit unless PG_TEST_NOCLEAN is set.
+
+=cut
+
+sub sqlite_dir
+{
+	my $parent = $ENV{COLLEGEDB_TEST_SQLITE_DIR};
+	return PostgreSQL::Test::Utils::tempdir('sqlite')
+	  unless defined $parent && -d $parent && -w $parent;
+	return File::Temp::tempdir(
+		_test_name() . '_XXXX',
+		DIR     => $parent,
+		CLEANUP => !defined $ENV{PG_TEST_NOCLEAN});
+}
+
+=pod
+
+=item sqlite_exec($file, $sql)
+
+Runs C<$sql> with the C<sqlite3> CLI on database file C<$file> (created when missing)
+and returns its output (rows by newline, columns by C<|>).  Dies on any error.
+
+=cut
+
+sub sqlite_exec
+{
+	my ($file, $sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run([ 'sqlite3', '-batch', '-bail', $file ],
+		'<', \$sql, '>', \$stdout, '2>', \$stderr,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	die "sqlite_exec failed on $file: $stderr\nstatement: $sql\n"
+	  unless $ok && $stderr eq '';
+	chomp $stdout;
+	return $stdout;
+}
+
+=pod
+
+=item poll_until($node, $sql, $expected [, $timeout [, $dbname]])
+
+Runs C<$sql> every 0.1 s until its output (psql -At) equals C<$expected> or
+C<$timeout> seconds (default: PostgreSQL::Test::Utils' timeout_default, 180) pass.
+Returns true on success, false on timeout (with the last output as diagnostics), so
+write C<ok(poll_until(...), 'what')>.  Use it instead of sleeping.
+
+=cut
+
+sub poll_until
+{
+	my ($node, $sql, $expected, $timeout, $dbname) = @_;
+	local $PostgreSQL::Test::Utils::timeout_default =
+	  $timeout // $PostgreSQL::Test::Utils::timeout_default;
+	return $node->poll_query_until($dbname // 'postgres', $sql, $expected);
+}
+
+=pod
+
+=item wait_for_backend_type($node, $backend_type [, $timeout])
+
+poll_until a process with this C<backend_type> (a background worker's C<bgw_type>)
+shows in pg_stat_activity.  Returns true or false like poll_until.
+
+=cut
+
+sub wait_for_backend_type
+{
+	my ($node, $type, $timeout) = @_;
+	return poll_until($node,
+		'SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = '
+		  . sql_literal($type),
+		't', $timeout);
+}
+
+=pod
+
+=item pg_server_options($node, %opts)
+
+The OPTIONS list of C<CREATE SERVER ... FOREIGN DATA WRAPPER collegedb> for a Postgres
+shard on cluster C<$node>: dialect, host (its socket dir), port, dbname (C<dbname>
+option, default postgres).
+
+=item mysql_server_options($mdb, %opts)
+
+The same for the MariaDB server: dialect mysql, host 127.0.0.1, port, dbname (C<dbname>
+option, default the object's database).
+
+=item sqlite_server_options($file)
+
+The same for a SQLite file: dialect sqlite, database.
+
+=item mysql_user_mapping_options($mdb)
+
+The OPTIONS list of C<CREATE USER MAPPING> for the MariaDB test user.
+
+=back
+
+=cut
+
+sub pg_server_options
+{
+	my ($node, %opts) = @_;
+	return join ', ',
+	  "dialect 'postgres'",
+	  'host ' . sql_literal($node->host),
+	  'port ' . sql_literal($node->port),
+	  'dbname ' . sql_literal($opts{dbname} // 'postgres');
+}
+
+sub mysql_server_options
+{
+	my ($mdb, %opts) = @_;
+	return join ', ',
+	  "dialect 'mysql'",
+	  'host ' . sql_literal($mdb->{host}),
+	  'port ' . sql_literal($mdb->{port}),
+	  'dbname ' . sql_literal($opts{dbname} // $mdb->{database});
+}
+
+sub sqlite_server_options
+{
+	my ($file) = @_;
+	return "dialect 'sqlite', database " . sql_literal($file);
+}
+
+sub mysql_user_mapping_options
+{
+	my ($mdb) = @_;
+	return 'user '
+	  . sql_literal($mdb->{user})
+	  . ', password '
+	  . sql_literal($mdb->{password});
+}
+
+END
+{
+	# Drop the MariaDB databases the test made, keeping $? (the test's exit status).
+	local $?;
+	unless (defined $ENV{PG_TEST_NOCLEAN})
+	{
+		eval { $_->stop } for @mariadb_handles;
+	}
+}
+
+package CollegeDB::TestHarness::MariaDB;
+
+use strict;
+use warnings;
+
+sub host     { return $_[0]->{host} }
+sub port     { return $_[0]->{port} }
+sub socket   { return $_[0]->{socket} }
+sub user     { return $_[0]->{user} }
+sub password { return $_[0]->{password} }
+sub database { return $_[0]->{database} }
+
+# stop: the server is shared by the whole run (scripts/test stops it); drop only the
+# databases this object created.
+sub stop
+{
+	my ($self) = @_;
+	while (my $db = shift @{ $self->{created} })
+	{
+		CollegeDB::TestHarness::mysql_query($self, "DROP DATABASE IF EXISTS `$db`");
+	}
+	return;
+}
+
+1;
