@@ -354,23 +354,23 @@ END
 $$;
 
 CREATE VIEW collegedb.settings AS
-SELECT s.name, s.value, s.value IS NOT DISTINCT FROM s.default_value AS is_default
+SELECT s.name, s.value, s.is_default
   FROM collegedb.config c,
        LATERAL (VALUES
-         ('strategy', c.strategy, 'hash'),
-         ('read_strategy', c.read_strategy, NULL),
-         ('write_strategy', c.write_strategy, NULL),
-         ('placement', c.placement, 'kv'),
-         ('target_region', c.target_region, NULL),
-         ('allocate_on_read', c.allocate_on_read::text, 'false'),
-         ('hash_mappings', c.hash_mappings::text, 'true'),
-         ('max_shard_size', c.max_shard_size::text, NULL),
-         ('size_cache_ttl', c.size_cache_ttl::text, '00:00:30'),
-         ('mapping_cache_ttl', c.mapping_cache_ttl::text, '00:00:30'),
-         ('eligible', c.eligible::text, NULL),
-         ('migration_concurrency', c.migration_concurrency::text, '25'),
-         ('region_prefixed_keys', c.region_prefixed_keys::text, 'false')
-       ) AS s(name, value, default_value);
+         ('strategy', c.strategy, c.strategy = 'hash'),
+         ('read_strategy', c.read_strategy, c.read_strategy IS NULL),
+         ('write_strategy', c.write_strategy, c.write_strategy IS NULL),
+         ('placement', c.placement, c.placement = 'kv'),
+         ('target_region', c.target_region, c.target_region IS NULL),
+         ('allocate_on_read', c.allocate_on_read::text, NOT c.allocate_on_read),
+         ('hash_mappings', c.hash_mappings::text, c.hash_mappings),
+         ('max_shard_size', c.max_shard_size::text, c.max_shard_size IS NULL),
+         ('size_cache_ttl', c.size_cache_ttl::text, c.size_cache_ttl = '30 seconds'),
+         ('mapping_cache_ttl', c.mapping_cache_ttl::text, c.mapping_cache_ttl = '30 seconds'),
+         ('eligible', c.eligible::text, c.eligible IS NULL),
+         ('migration_concurrency', c.migration_concurrency::text, c.migration_concurrency = 25),
+         ('region_prefixed_keys', c.region_prefixed_keys::text, NOT c.region_prefixed_keys)
+       ) AS s(name, value, is_default);
 
 /* Routing by key (DESIGN.md 5) */
 

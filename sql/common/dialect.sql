@@ -126,4 +126,26 @@ SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items');
 SELECT collegedb.disconnect_all();
 SELECT shard FROM collegedb.connections() ORDER BY shard;
 
+-- routing by key on this dialect: records come back with the caller's types
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;
+SELECT shard, ok FROM collegedb.run_on_all(:'ddl') ORDER BY shard;
+SELECT collegedb.set_mapping('key-1', 's1'), collegedb.set_mapping('key-2', 's2');
+SELECT collegedb.run('key-' || i,
+  'INSERT INTO items (id, n, price, f, ok, data, d, ts, tstz, u, doc, note) '
+  'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+  'key-' || i, i, 10.5 * i, i / 4.0, i = 1, '\x0aff'::bytea, '2024-03-01'::date + i,
+  '2024-03-01 12:00:00'::timestamp, '2024-03-01 12:00:00+00'::timestamptz,
+  'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1' || i, jsonb_build_object('i', i), 'row ' || i)
+  FROM generate_series(1, 2) AS i;
+SELECT * FROM collegedb.all('key-1', 'SELECT id, n, price, f, ok, data, d, ts, tstz, u, doc, note FROM items WHERE id = $1', 'key-1')
+  AS t(id text, n int, price numeric, f float8, ok boolean, data bytea, d date, ts timestamp,
+       tstz timestamptz, u uuid, doc jsonb, note varchar);
+SELECT * FROM collegedb.all('key-2', 'SELECT id, ok, doc FROM items') AS t(id text, ok boolean, doc jsonb);
+SELECT collegedb.first('key-2', 'SELECT id, n FROM items WHERE id = $1', 'key-2'),
+       collegedb.first('key-1', 'SELECT id FROM items WHERE id = $1', 'key-2');
+SELECT * FROM collegedb.all_json('key-1', 'SELECT id, price FROM items ORDER BY id');
+SELECT collegedb.run('key-2', 'UPDATE items SET n = n * 10 WHERE id = $1', 'key-2');
+SELECT (collegedb.first('key-2', 'SELECT n FROM items WHERE id = $1', 'key-2')->>'n')::int AS n;
+SELECT collegedb.delete_mapping('key-1'), collegedb.delete_mapping('key-2');
+
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;

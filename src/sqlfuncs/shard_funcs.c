@@ -144,13 +144,15 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 }
 
 /*
- * collegedb_drop_shard unregisters a shard.  The shard's data and its
- * foreign server stay as they are.
+ * collegedb_drop_shard unregisters a shard, refusing while keys are mapped
+ * to it unless forced.  The shard's data and its foreign server stay as
+ * they are.
  */
 Datum
 collegedb_drop_shard(PG_FUNCTION_ARGS)
 {
 	char	   *name = ArgText(fcinfo, 0, "shard name");
+	bool		force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 
@@ -160,6 +162,13 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 				 errmsg("shard \"%s\" is not registered", name)));
 
 	values[0] = CStringGetTextDatum(name);
+	if (!force &&
+		spi_run("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
+				1, types, values, NULL) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop shard \"%s\" because keys are mapped to it", name),
+				 errhint("Move its keys away first (collegedb.update_mapping or a rebalance), or drop it with force => true; its keys then fail with SHARD_NOT_FOUND.")));
 	spi_run("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL);
 	PG_RETURN_VOID();
 }
