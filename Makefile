@@ -22,7 +22,9 @@ OBJS = \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/placement/hash.o \
+	src/placement/regions.o \
 	src/placement/strategy.o \
+	src/router/allocate.o \
 	src/router/router.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \
@@ -30,7 +32,8 @@ OBJS = \
 	src/sqlfuncs/exec_funcs.o \
 	src/sqlfuncs/conn_funcs.o \
 	src/sqlfuncs/hash_funcs.o \
-	src/sqlfuncs/route_funcs.o
+	src/sqlfuncs/route_funcs.o \
+	src/sqlfuncs/stats_funcs.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
 SHLIB_LINK_INTERNAL = $(libpq)

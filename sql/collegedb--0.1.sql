@@ -197,6 +197,17 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'collegedb_disconnect_all'
 LANGUAGE C;
 
+CREATE FUNCTION collegedb.shard_stats()
+RETURNS TABLE (shard text, key_count bigint, size_bytes bigint, writable boolean,
+               drain text, eligible boolean)
+AS 'MODULE_PATHNAME', 'collegedb_shard_stats'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.database_size(shard text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_database_size'
+LANGUAGE C STRICT;
+
 CREATE FUNCTION collegedb.shard_activity()
 RETURNS TABLE (shard text, statements bigint, errors bigint)
 AS 'MODULE_PATHNAME', 'collegedb_shard_activity'

@@ -13,10 +13,28 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "cd_errcodes.h"
 #include "collegedb.h"
+#include "placement/regions.h"
 
 bool		CollegeDebug = false;
 int			CollegeMaxShards = 256;
+char	   *CollegeTargetRegion = NULL;
+
+/*
+ * check_target_region accepts an empty value or one of the region codes;
+ * anything else is INVALID_REGION_HINT.
+ */
+static bool
+check_target_region(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' || RegionIndex(*newval) >= 0)
+		return true;
+	GUC_check_errcode(ERRCODE_CD_INVALID_REGION_HINT);
+	GUC_check_errmsg("invalid region \"%s\"", *newval);
+	GUC_check_errhint("Valid regions are: wnam, enam, sam, weur, eeur, apac, apac-ne, apac-se, oc, afr, me.");
+	return false;
+}
 
 /*
  * GucInit defines the GUCs and reserves the collegedb. prefix.
@@ -41,6 +59,15 @@ GucInit(void)
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("collegedb.target_region",
+							   "Overrides the target_region setting of the location strategy in this session.",
+							   "Empty means the setting applies.",
+							   &CollegeTargetRegion,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_target_region, NULL, NULL);
 
 	MarkGUCPrefixReserved("collegedb");
 }

@@ -4,6 +4,9 @@
  *	  collegedb's shared memory: per-shard activity counters shared by every
  *	  backend, and the check that collegedb was preloaded.
  *
+ * It also holds the round-robin strategy's counters, one per database, so
+ * that new keys split exactly across every backend of the front.
+ *
  * Shared memory exists only when collegedb is in shared_preload_libraries.
  * Everything that needs it calls EnsurePreloaded() first, which fails with
  * a hint naming the setting.  Counters are atomics in a fixed-size shared
@@ -38,9 +41,20 @@ typedef struct LocalActivity
 	ShardActivityEntry *entry;	/* in shared memory */
 } LocalActivity;
 
+/* one round-robin counter per database: each has its own configuration */
+#define ROUND_ROBIN_SLOTS 64
+
+typedef struct RoundRobinSlot
+{
+	Oid			database;		/* InvalidOid: free */
+	pg_atomic_uint64 next;
+} RoundRobinSlot;
+
 typedef struct CollegeSharedState
 {
-	LWLock	   *lock;			/* protects inserts into the activity hash */
+	LWLock	   *lock;			/* protects inserts into the activity hash
+								 * and the claiming of round-robin slots */
+	RoundRobinSlot round_robin[ROUND_ROBIN_SLOTS];
 } CollegeSharedState;
 
 static bool preloaded = false;
@@ -102,7 +116,14 @@ collegedb_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shared_state = ShmemInitStruct("collegedb state", sizeof(CollegeSharedState), &found);
 	if (!found)
+	{
 		shared_state->lock = &(GetNamedLWLockTranche("collegedb"))->lock;
+		for (int i = 0; i < ROUND_ROBIN_SLOTS; i++)
+		{
+			shared_state->round_robin[i].database = InvalidOid;
+			pg_atomic_init_u64(&shared_state->round_robin[i].next, 0);
+		}
+	}
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = NAMEDATALEN;
@@ -226,4 +247,40 @@ ShmemActivitySnapshot(int *count)
 	LWLockRelease(shared_state->lock);
 	*count = n;
 	return out;
+}
+
+/*
+ * ShmemRoundRobinTicket returns this database's next round-robin number,
+ * shared by every backend.
+ */
+uint64
+ShmemRoundRobinTicket(void)
+{
+	RoundRobinSlot *slot = NULL;
+
+	EnsurePreloaded("the round-robin strategy");
+	for (int i = 0; i < ROUND_ROBIN_SLOTS && slot == NULL; i++)
+		if (shared_state->round_robin[i].database == MyDatabaseId)
+			slot = &shared_state->round_robin[i];
+	if (slot == NULL)
+	{
+		LWLockAcquire(shared_state->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < ROUND_ROBIN_SLOTS && slot == NULL; i++)
+		{
+			RoundRobinSlot *s = &shared_state->round_robin[i];
+
+			if (s->database == MyDatabaseId || s->database == InvalidOid)
+			{
+				s->database = MyDatabaseId;
+				slot = s;
+			}
+		}
+		LWLockRelease(shared_state->lock);
+		if (slot == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many databases use the round-robin strategy"),
+					 errdetail("The server keeps %d round-robin counters.", ROUND_ROBIN_SLOTS)));
+	}
+	return pg_atomic_fetch_add_u64(&slot->next, 1);
 }

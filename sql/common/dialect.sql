@@ -117,6 +117,10 @@ SELECT shard, ok, rows, error IS NOT NULL AS failed
   FROM collegedb.run_on_all('UPDATE items SET note = ''touched''') ORDER BY shard;
 SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE note = $1', 'touched');
 
+-- the shard's size, measured in its dialect
+SELECT collegedb.database_size('s1') > 0 AS measured, size_bytes > 0 AS in_stats
+  FROM collegedb.shard_stats() WHERE shard = 's1';
+
 -- connections are cached, listed and closed on request
 SELECT shard, dialect, valid FROM collegedb.connections() ORDER BY shard;
 SELECT collegedb.disconnect('s1');

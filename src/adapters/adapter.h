@@ -176,6 +176,8 @@ typedef struct CdConnInfo
  *			 transaction and are refused inside one.
  * quote_ident: palloc'd identifier quoted for the dialect.
  * tombstone_ddl: statement creating the tombstone table (idempotent).
+ * size_sql: statement returning the database's size in bytes as one row
+ *			 with one column "size".
  */
 typedef struct CdAdapter
 {
@@ -203,6 +205,7 @@ typedef struct CdAdapter
 
 	char	   *(*quote_ident) (const char *ident);
 	const char *tombstone_ddl;
+	const char *size_sql;
 } CdAdapter;
 
 extern const CdAdapter CdPostgresAdapter;

@@ -1624,4 +1624,5 @@ const CdAdapter CdMysqlAdapter = {
 	"moved_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
 	"PRIMARY KEY (table_name, shard_key)"
 	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 };

@@ -622,4 +622,5 @@ const CdAdapter CdPostgresAdapter = {
 	"table_name text NOT NULL, shard_key text NOT NULL, moved_to text NOT NULL, "
 	"move_id bigint, moved_at timestamptz NOT NULL DEFAULT now(), "
 	"PRIMARY KEY (table_name, shard_key))",
+	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 };

@@ -1401,4 +1401,5 @@ const CdAdapter CdSqliteAdapter = {
 	"move_id INTEGER, "
 	"moved_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')), "
 	"PRIMARY KEY (table_name, shard_key))",
+	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 };

@@ -40,11 +40,6 @@ static MemoryContext shard_cache_context = NULL;
 static List *shard_cache = NIL;	/* of CdShard *, sorted by name */
 static bool shard_cache_valid = false;
 
-static const char *const region_codes[] = {
-	"wnam", "enam", "sam", "weur", "eeur", "apac",
-	"apac-ne", "apac-se", "oc", "afr", "me", NULL
-};
-
 static void shard_relcache_callback(Datum arg, Oid relid);
 static void shard_server_callback(Datum arg, int cacheid, uint32 hashvalue);
 
@@ -270,20 +265,4 @@ ShardDrainName(CdDrain drain)
 			return "retired";
 	}
 	return "active";
-}
-
-/*
- * EnsureValidRegion fails with INVALID_REGION_HINT unless 'region' is one
- * of the eleven region codes (seed 003).
- */
-void
-EnsureValidRegion(const char *region)
-{
-	for (int i = 0; region_codes[i]; i++)
-		if (strcmp(region, region_codes[i]) == 0)
-			return;
-	ereport(ERROR,
-			(errcode(ERRCODE_CD_INVALID_REGION_HINT),
-			 errmsg("invalid region \"%s\"", region),
-			 errhint("Valid regions are: wnam, enam, sam, weur, eeur, apac, apac-ne, apac-se, oc, afr, me.")));
 }

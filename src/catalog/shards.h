@@ -52,7 +52,6 @@ extern const CdShard *ShardLookupOptional(const char *name);
 extern List *ShardList(void);
 extern bool ShardParseDrain(const char *name, CdDrain *drain);
 extern const char *ShardDrainName(CdDrain drain);
-extern void EnsureValidRegion(const char *region);
 extern CdDialect ShardServerDialect(Oid serverid, bool *is_shard);
 
 #endif							/* COLLEGEDB_CATALOG_SHARDS_H */

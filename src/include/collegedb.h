@@ -17,6 +17,7 @@
 /* guc.c */
 extern bool CollegeDebug;
 extern int	CollegeMaxShards;
+extern char *CollegeTargetRegion;
 extern void GucInit(void);
 
 /* shmem.c */
@@ -24,6 +25,7 @@ extern void ShmemInit(void);
 extern bool ShmemIsPreloaded(void);
 extern void EnsurePreloaded(const char *what);
 extern void ShmemCountStatement(const char *shard, bool failed);
+extern uint64 ShmemRoundRobinTicket(void);
 
 /* remote/connection.c */
 extern void ConnectionInit(void);

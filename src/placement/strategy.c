@@ -1,13 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * strategy.c
- *	  Picks the shard of a new key (DESIGN.md 4.2, 4.3): first the shards
- *	  that take new keys, then the strategy's choice among them.
+ *	  The strategies of DESIGN.md 4.2: which of the shards that may take a
+ *	  new key gets it.
  *
- * Candidates are the registered shards that are active and writable, in
- * name order (C collation), which is the order round-robin and jump count
- * in.  No registered shard is NO_SHARDS; none that takes keys is
- * NO_ELIGIBLE_SHARD.
+ * The caller (router/allocate.c) has already filtered the shards by state,
+ * eligibility predicate and size, and passes them in name order (C
+ * collation), the order round-robin and jump count in.  Picks depend only
+ * on their inputs (random draws from the backend's generator; round-robin
+ * gets its ticket from the caller), so nothing here does I/O.
+ *
+ *	  hash         the highest rendezvous score (DESIGN.md 4.1)
+ *	  round-robin  shard number ticket mod n
+ *	  random       uniform
+ *	  location     the smallest (distance to the target region + 1) /
+ *	               priority among shards with a region; no target, or no
+ *	               shard with a region: hash
+ *	  jump         jump consistent hash over the n shards
  *
  *-------------------------------------------------------------------------
  */
@@ -16,86 +25,82 @@
 #include "common/pg_prng.h"
 #include "mb/pg_wchar.h"
 
-#include "cd_errcodes.h"
 #include "placement/hash.h"
+#include "placement/regions.h"
 #include "placement/strategy.h"
 
 /*
- * candidates returns the shards that take new keys, in name order.
- */
-static const CdShard **
-candidates(int *count)
-{
-	List	   *all = ShardList();
-	const CdShard **out;
-	ListCell   *lc;
-	int			n = 0;
-
-	if (all == NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_NO_SHARDS),
-				 errmsg("no shards are registered"),
-				 errhint("Register one with collegedb.add_shard().")));
-
-	out = palloc(sizeof(CdShard *) * list_length(all));
-	foreach(lc, all)
-	{
-		const CdShard *shard = lfirst(lc);
-
-		if (OidIsValid(shard->serverid) && shard->writable &&
-			shard->drain == CD_DRAIN_ACTIVE)
-			out[n++] = shard;
-	}
-	if (n == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
-				 errmsg("no shard can take new keys"),
-				 errdetail("Every registered shard is draining, retired or not writable."),
-				 errhint("Make a shard writable and active with collegedb.set_shard_state().")));
-	*count = n;
-	return out;
-}
-
-/*
- * rendezvous_pick returns the candidate with the highest rendezvous score.
+ * rendezvous_pick returns the shard with the highest rendezvous score.
  */
 static const CdShard *
-rendezvous_pick(const CdShard **shards, int n, const char *key, int key_len)
+rendezvous_pick(const CdShard *const *shards, int n, const CdPickContext *ctx)
 {
 	const char **names = palloc(sizeof(char *) * n);
-	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
 
 	for (int i = 0; i < n; i++)
 		names[i] = pg_server_to_any(shards[i]->name, strlen(shards[i]->name), PG_UTF8);
-	return shards[PlacementRendezvousOwner(utf8, utf8 == key ? key_len : strlen(utf8),
-										   names, n)];
+	return shards[PlacementRendezvousOwner(ctx->key, ctx->key_len, names, n)];
 }
 
 /*
- * PlacementAllocate returns the shard 'strategy' picks for a new key.
+ * location_pick returns the shard nearest the target region, priority
+ * shrinking the distance; NULL when no shard has a region or no target is
+ * set.
+ */
+static const CdShard *
+location_pick(const CdShard *const *shards, int n, const CdPickContext *ctx)
+{
+	const CdShard *best = NULL;
+	double		best_score = 0;
+	int			target;
+
+	if (ctx->target_region == NULL || (target = RegionIndex(ctx->target_region)) < 0)
+		return NULL;
+	for (int i = 0; i < n; i++)
+	{
+		int			region;
+		double		score;
+
+		if (shards[i]->region == NULL || (region = RegionIndex(shards[i]->region)) < 0)
+			continue;
+		score = (RegionDistance(target, region) + 1) / shards[i]->priority;
+		if (best == NULL || score < best_score)
+		{
+			best = shards[i];
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+/*
+ * PlacementPick returns the shard 'strategy' gives a new key, among the
+ * 'n' (> 0) shards in name order.
  */
 const CdShard *
-PlacementAllocate(CdStrategy strategy, const char *key, int key_len)
+PlacementPick(CdStrategy strategy, const CdShard *const *shards, int n,
+			  const CdPickContext *ctx)
 {
-	int			n;
-	const CdShard **shards = candidates(&n);
+	const CdShard *pick;
 
+	Assert(n > 0);
 	switch (strategy)
 	{
 		case CD_STRATEGY_HASH:
-			return rendezvous_pick(shards, n, key, key_len);
+			return rendezvous_pick(shards, n, ctx);
+		case CD_STRATEGY_ROUND_ROBIN:
+			return shards[ctx->ticket % n];
 		case CD_STRATEGY_RANDOM:
 			return shards[pg_prng_uint64_range(&pg_global_prng_state, 0, n - 1)];
+		case CD_STRATEGY_LOCATION:
+			pick = location_pick(shards, n, ctx);
+			return pick ? pick : rendezvous_pick(shards, n, ctx);
 		case CD_STRATEGY_JUMP:
-			{
-				const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
-
-				return shards[PlacementJumpBucket(utf8, utf8 == key ? key_len : strlen(utf8), n)];
-			}
-		default:
+			return shards[PlacementJumpBucket(ctx->key, ctx->key_len, n)];
+		case CD_STRATEGY_SLOTS:
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("strategy \"%s\" is not implemented yet", ConfigStrategyName(strategy))));
+					 errmsg("the slots strategy needs an installed slot map, which collegedb does not have yet")));
 	}
 	return NULL;
 }

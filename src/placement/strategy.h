@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * strategy.h
- *	  Allocation of a new key: the shards that take new keys, and the
- *	  strategy's pick among them.
+ *	  The strategies' pick among the shards that may take a new key.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +13,15 @@
 #include "catalog/config.h"
 #include "catalog/shards.h"
 
-extern const CdShard *PlacementAllocate(CdStrategy strategy, const char *key, int key_len);
+typedef struct CdPickContext
+{
+	const char *key;			/* UTF-8 */
+	int			key_len;
+	const char *target_region;	/* NULL: none */
+	uint64		ticket;			/* round-robin: this allocation's number */
+} CdPickContext;
+
+extern const CdShard *PlacementPick(CdStrategy strategy, const CdShard *const *shards,
+									int n, const CdPickContext *ctx);
 
 #endif							/* COLLEGEDB_PLACEMENT_STRATEGY_H */

@@ -35,7 +35,6 @@
 #include "catalog/mappings.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
-#include "placement/strategy.h"
 #include "router/router.h"
 
 /* beyond this many entries the cache starts over */
@@ -264,8 +263,8 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 		return route;
 	}
 
-	route.shard = PlacementAllocate(for_write ? config->write_strategy : config->read_strategy,
-									key, key_len);
+	route.shard = RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
+								 key, key_len);
 	route.source = CD_ROUTE_STRATEGY;
 	if (save && (for_write || config->allocate_on_read))
 	{

@@ -10,6 +10,7 @@
 
 #include "postgres.h"
 
+#include "catalog/config.h"
 #include "catalog/shards.h"
 
 typedef enum CdRouteSource
@@ -30,5 +31,12 @@ extern CdRoute RouterResolve(const char *key, int key_len, bool for_write, bool 
 extern bool RouterFindMapping(const char *key, int key_len, const CdShard **shard);
 extern char *RouterStoredKey(const char *key, int key_len);
 extern const char *RouterSourceName(CdRouteSource source);
+
+/* allocate.c */
+extern const CdShard *RouterAllocate(CdStrategy strategy, const char *key, int key_len);
+extern bool RouterShardTakesKeys(const CdShard *shard);
+extern bool RouterShardEligible(const CdShard *shard, const char *operation, const char *key);
+extern bool RouterShardSize(const CdShard *shard, bool fresh, int64 *size);
+extern bool RouterUnderSizeLimit(const CdShard *shard);
 
 #endif							/* COLLEGEDB_ROUTER_H */

@@ -22,6 +22,7 @@
 #include "utils/jsonb.h"
 
 #include "catalog/shards.h"
+#include "placement/regions.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
 #include "sqlfuncs/sqlfuncs.h"

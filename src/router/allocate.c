@@ -1,0 +1,377 @@
+/*-------------------------------------------------------------------------
+ *
+ * allocate.c
+ *	  Chooses the shard of a new key (DESIGN.md 4.3): the filters, in order
+ *	  shard state, eligibility predicate, size limit, then the strategy.
+ *
+ * State: only active, writable shards take new keys.  Predicate: the
+ * configured `eligible` function is called as (shard, context) with
+ * context {operation, key, tags, state}; only true keeps a shard, and an
+ * error is ELIGIBILITY_FAILED.  Size: with max_shard_size, shards at or
+ * above it are left out, unless that would leave none; a shard whose size
+ * cannot be measured stays in.  Nothing left is NO_ELIGIBLE_SHARD.
+ *
+ * Sizes are measured on the shard in its dialect and cached per backend for
+ * size_cache_ttl.  The picks themselves are in placement/strategy.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/regproc.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "catalog/config.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+#include "placement/regions.h"
+#include "placement/strategy.h"
+#include "remote/remote.h"
+#include "router/router.h"
+
+typedef struct SizeCacheEntry
+{
+	char		shard[NAMEDATALEN]; /* hash key */
+	bool		known;
+	int64		size;
+	TimestampTz measured_at;
+} SizeCacheEntry;
+
+static HTAB *size_cache = NULL;
+
+/*
+ * push_pair adds a key/value pair to a jsonb object being built.
+ */
+static void
+push_pair(JsonbParseState **state, const char *key, JsonbValue *value)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	pushJsonbValue(state, WJB_KEY, &k);
+	pushJsonbValue(state, WJB_VALUE, value);
+}
+
+static JsonbValue
+string_value(const char *s)
+{
+	JsonbValue	v;
+
+	if (s == NULL)
+	{
+		v.type = jbvNull;
+		return v;
+	}
+	v.type = jbvString;
+	v.val.string.val = (char *) s;
+	v.val.string.len = strlen(s);
+	return v;
+}
+
+static JsonbValue
+binary_value(Jsonb *jb)
+{
+	JsonbValue	v;
+
+	v.type = jbvBinary;
+	v.val.binary.data = &jb->root;
+	v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+	return v;
+}
+
+/*
+ * eligibility_context builds the predicate's context: the operation, the
+ * key (when there is one), the shard's tags and its whole state.
+ */
+static Jsonb *
+eligibility_context(const CdShard *shard, const char *operation, const char *key)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	v;
+	JsonbValue *result;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	v = string_value(operation);
+	push_pair(&state, "operation", &v);
+	v = string_value(key);
+	push_pair(&state, "key", &v);
+	v = binary_value(shard->tags);
+	push_pair(&state, "tags", &v);
+
+	v = string_value("state");
+	pushJsonbValue(&state, WJB_KEY, &v);
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	v = string_value(shard->name);
+	push_pair(&state, "name", &v);
+	v = string_value(shard->physical_id);
+	push_pair(&state, "physical_id", &v);
+	v.type = jbvBool;
+	v.val.boolean = shard->writable;
+	push_pair(&state, "writable", &v);
+	v = string_value(ShardDrainName(shard->drain));
+	push_pair(&state, "drain", &v);
+	v = string_value(shard->region);
+	push_pair(&state, "region", &v);
+	v.type = jbvNumeric;
+	v.val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric,
+														Float8GetDatum(shard->priority)));
+	push_pair(&state, "priority", &v);
+	v = binary_value(shard->tags);
+	push_pair(&state, "tags", &v);
+	pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+
+	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(result);
+}
+
+/*
+ * RouterShardEligible calls the configured predicate for one shard; true
+ * when there is none.  An error in the predicate is ELIGIBILITY_FAILED,
+ * with the predicate's message as detail.
+ */
+bool
+RouterShardEligible(const CdShard *shard, const char *operation, const char *key)
+{
+	const CdConfig *config = ConfigGet();
+	MemoryContext context = CurrentMemoryContext;
+	LOCAL_FCINFO(fcinfo, 2);
+	FmgrInfo	flinfo;
+	Datum		result;
+
+	if (!OidIsValid(config->eligible))
+		return true;
+
+	fmgr_info(config->eligible, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 2, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = CStringGetTextDatum(shard->name);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = JsonbPGetDatum(eligibility_context(shard, operation, key));
+	fcinfo->args[1].isnull = false;
+
+	PG_TRY();
+	{
+		result = FunctionCallInvoke(fcinfo);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
+				 errmsg("eligibility predicate %s failed for shard \"%s\"",
+						format_procedure(config->eligible), shard->name),
+				 errdetail_internal("%s", edata->message)));
+	}
+	PG_END_TRY();
+
+	return !fcinfo->isnull && DatumGetBool(result);
+}
+
+/*
+ * measure_size runs the dialect's size query on a shard inside a
+ * subtransaction, so that a shard that cannot tell its size is only
+ * "unknown"; returns whether it could.
+ */
+static bool
+measure_size(const CdShard *shard, int64 *size)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	JsonbRowSink sink;
+	volatile bool known = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(context);
+	PG_TRY();
+	{
+		JsonbRowSinkInit(&sink, NULL, NULL);
+		(void) RemoteExecute(shard, AdapterForDialect(shard->dialect)->size_sql,
+							 0, NULL, &sink.base, false);
+		if (sink.first != NULL)
+		{
+			JsonbValue *v = getKeyJsonValueFromContainer(&sink.first->root, "size", 4, NULL);
+
+			if (v && v->type == jbvNumeric)
+			{
+				*size = DatumGetInt64(DirectFunctionCall1(numeric_int8,
+														  NumericGetDatum(v->val.numeric)));
+				known = true;
+			}
+		}
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+	return known;
+}
+
+/*
+ * RouterShardSize returns a shard's size in bytes, measured at most
+ * size_cache_ttl ago unless 'fresh'; false when it cannot be measured.
+ */
+bool
+RouterShardSize(const CdShard *shard, bool fresh, int64 *size)
+{
+	SizeCacheEntry *entry;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		found;
+
+	if (size_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = NAMEDATALEN;
+		ctl.entrysize = sizeof(SizeCacheEntry);
+		ctl.hcxt = TopMemoryContext;
+		size_cache = hash_create("collegedb shard sizes", 16, &ctl,
+								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	entry = hash_search(size_cache, shard->name, HASH_ENTER, &found);
+	if (!found || fresh ||
+		now - entry->measured_at >= ConfigGet()->size_cache_ttl_ms * 1000)
+	{
+		entry->known = measure_size(shard, &entry->size);
+		entry->measured_at = now;
+	}
+	*size = entry->size;
+	return entry->known;
+}
+
+/*
+ * RouterShardTakesKeys says whether a shard's state lets it take new keys.
+ */
+bool
+RouterShardTakesKeys(const CdShard *shard)
+{
+	return OidIsValid(shard->serverid) && shard->writable &&
+		shard->drain == CD_DRAIN_ACTIVE;
+}
+
+/*
+ * RouterUnderSizeLimit says whether a shard is below max_shard_size (or
+ * cannot be measured, or there is no limit).
+ */
+bool
+RouterUnderSizeLimit(const CdShard *shard)
+{
+	int64		limit = ConfigGet()->max_shard_size;
+	int64		size;
+
+	return limit == 0 || !RouterShardSize(shard, false, &size) || size < limit;
+}
+
+/*
+ * RouterAllocate returns the shard 'strategy' gives a new key, after the
+ * filters.
+ */
+const CdShard *
+RouterAllocate(CdStrategy strategy, const char *key, int key_len)
+{
+	const CdConfig *config = ConfigGet();
+	List	   *all = ShardList();
+	int			n = 0,
+				small = 0;
+	const CdShard **shards;
+	const CdShard **under;
+	char	   *keystr = pnstrdup(key, key_len);
+	CdPickContext ctx;
+	ListCell   *lc;
+
+	if (all == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_NO_SHARDS),
+				 errmsg("no shards are registered"),
+				 errhint("Register one with collegedb.add_shard().")));
+
+	shards = palloc(sizeof(CdShard *) * list_length(all));
+	foreach(lc, all)
+	{
+		const CdShard *shard = lfirst(lc);
+
+		if (RouterShardTakesKeys(shard))
+			shards[n++] = shard;
+	}
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
+				 errmsg("no shard can take new keys"),
+				 errdetail("Every registered shard is draining, retired or not writable."),
+				 errhint("Make a shard writable and active with collegedb.set_shard_state().")));
+
+	if (OidIsValid(config->eligible))
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < n; i++)
+			if (RouterShardEligible(shards[i], "allocate", keystr))
+				shards[kept++] = shards[i];
+		if (kept == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
+					 errmsg("no shard can take new keys"),
+					 errdetail("The eligibility predicate %s accepts none of the %d active, writable shards.",
+							   format_procedure(config->eligible), n)));
+		n = kept;
+	}
+
+	if (config->max_shard_size > 0)
+	{
+		StringInfoData excluded;
+
+		initStringInfo(&excluded);
+		under = palloc(sizeof(CdShard *) * n);
+		for (int i = 0; i < n; i++)
+		{
+			if (RouterUnderSizeLimit(shards[i]))
+				under[small++] = shards[i];
+			else
+				appendStringInfo(&excluded, "%s%s", excluded.len ? ", " : "", shards[i]->name);
+		}
+		if (small > 0)
+		{
+			if (CollegeDebug && small < n)
+				ereport(NOTICE,
+						(errmsg("excluded %d shard%s due to size limits: %s",
+								n - small, n - small == 1 ? "" : "s", excluded.data)));
+			shards = under;
+			n = small;
+		}
+		else if (CollegeDebug)
+			ereport(NOTICE,
+					(errmsg("every shard is at or above max_shard_size; ignoring the limit for this key")));
+	}
+
+	ctx.key = pg_server_to_any(key, key_len, PG_UTF8);
+	ctx.key_len = ctx.key == key ? key_len : strlen(ctx.key);
+	ctx.target_region = NULL;
+	if (config->region_prefixed_keys)
+		ctx.target_region = RegionRegionPrefix(key, key_len);
+	if (ctx.target_region == NULL && CollegeTargetRegion && CollegeTargetRegion[0])
+		ctx.target_region = CollegeTargetRegion;
+	if (ctx.target_region == NULL && config->target_region[0])
+		ctx.target_region = config->target_region;
+	ctx.ticket = strategy == CD_STRATEGY_ROUND_ROBIN ? ShmemRoundRobinTicket() : 0;
+
+	return PlacementPick(strategy, shards, n, &ctx);
+}
