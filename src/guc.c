@@ -51,14 +51,16 @@ GucInit(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	DefineCustomIntVariable("collegedb.max_shards",
-							"Sets how many shards the shared activity counters can track.",
-							"Needs collegedb in shared_preload_libraries; takes effect at server start.",
-							&CollegeMaxShards,
-							256, 1, 65536,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
+	/* a server-start setting can only be defined while preloading */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("collegedb.max_shards",
+								"Sets how many shards the shared activity counters can track.",
+								"Needs collegedb in shared_preload_libraries; takes effect at server start.",
+								&CollegeMaxShards,
+								256, 1, 65536,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.target_region",
 							   "Overrides the target_region setting of the location strategy in this session.",

@@ -277,7 +277,8 @@ commit_remote(CdConnection *conn)
 		if (err.connection_lost)
 			ConnectionClose(conn);
 		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
+				(errcode(err.connection_lost ? ERRCODE_CONNECTION_FAILURE :
+						 MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
 									   err.sqlstate[3], err.sqlstate[4])),
 				 errmsg("could not commit on shard \"%s\": %s", conn->shard, err.message),
 				 err.detail ? errdetail_internal("%s", err.detail) : 0,

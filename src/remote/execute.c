@@ -126,6 +126,8 @@ commits_implicitly(const CdAdapter *adapter, const CdStatementShape *shape)
 	return false;
 }
 
+#define ERRSTATE_CLASS_IS_08(code) (ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
+
 /*
  * raise_remote_error re-raises a shard's error with its SQLSTATE, message,
  * detail and hint, plus a context line naming the shard and the statement.
@@ -137,9 +139,10 @@ raise_remote_error(const CdShard *shard, const char *sql, const CdRemoteError *e
 									 err->sqlstate[2], err->sqlstate[3],
 									 err->sqlstate[4]);
 
+	/* whatever the shard said last, the client needs to know it is class 08 */
 	if (err->connection_lost)
 		ereport(ERROR,
-				(errcode(code),
+				(errcode(ERRSTATE_CLASS_IS_08(code) ? code : ERRCODE_CONNECTION_FAILURE),
 				 errmsg("lost connection to shard \"%s\"", shard->name),
 				 errdetail_internal("%s", err->message),
 				 errcontext("shard \"%s\" (%s): %s", shard->name,

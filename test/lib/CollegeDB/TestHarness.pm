@@ -2,7 +2,8 @@
 #
 # Starts front nodes (collegedb preloaded) and plain Postgres shard clusters on top of
 # PostgreSQL::Test::Cluster, hands out the run's MariaDB server and per-test databases
-# on it, SQLite dirs and files, and bounded polling.  It does not start MariaDB (the
+# on it, SQLite dirs, files and write locks, bounded polling, and psql sessions (one-off
+# or in the background) whose errors come back with their SQLSTATE.  It does not start MariaDB (the
 # tests run as postgres; scripts/test starts the server as root) and it does not create
 # the extension or any collegedb server unless asked.
 
@@ -69,6 +70,7 @@ use Exporter 'import';
 use File::Basename ();
 use File::Temp     ();
 use IPC::Run       ();
+use Time::HiRes    ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -88,6 +90,14 @@ our @EXPORT = qw(
   mysql_server_options
   sqlite_server_options
   mysql_user_mapping_options
+  sqlstate_of
+  psql_outcome
+  bg_session
+  bg_query
+  bg_send
+  bg_wait
+  poll_mysql_until
+  sqlite_hold_lock
 );
 
 # The name of the running test file without directory and extension ("001_harness").
@@ -139,8 +149,9 @@ A new PostgreSQL::Test::Cluster with C<shared_preload_libraries = 'collegedb'> (
 COLLEGEDB_TEST_PRELOAD), started unless C<< start => 0 >>.  Options: C<init> (hash ref
 for C<< $node->init >>, e.g. C<< { allows_streaming => 1 } >>), C<conf> (extra
 postgresql.conf settings: a string or a hash ref), C<preload> (replaces the preload
-list), C<extension> (true: C<CREATE EXTENSION collegedb> in database postgres after the
-start).
+list; a false value, C<< preload => 0 >> or C<< preload => '' >>, preloads nothing, for
+tests of collegedb without shared memory), C<extension> (true: C<CREATE EXTENSION
+collegedb> in database postgres after the start).
 
 =cut
 
@@ -148,6 +159,7 @@ sub front_node
 {
 	my ($name, %opts) = @_;
 	my $preload = $opts{preload} // $ENV{COLLEGEDB_TEST_PRELOAD} // 'collegedb';
+	$preload = '' unless $preload;    # preload => 0: nothing preloaded
 
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%{ $opts{init} // {} });
@@ -429,6 +441,203 @@ sub mysql_user_mapping_options
 	  . sql_literal($mdb->{password});
 }
 
+=pod
+
+=head2 Errors, background sessions, more polling
+
+=over
+
+=item sqlstate_of($stderr)
+
+The SQLSTATE of the first error in psql's stderr written with C<VERBOSITY verbose>
+(C<ERROR:  55000: message>), or undef when there is none.
+
+=cut
+
+sub sqlstate_of
+{
+	my ($stderr) = @_;
+	return undef unless defined $stderr;
+	return $stderr =~ /\b(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : undef;
+}
+
+=pod
+
+=item psql_outcome($node, $sql, %opts)
+
+Runs C<$sql> in a new psql session (database C<dbname>, default postgres) with
+C<VERBOSITY verbose> and C<ON_ERROR_STOP>, and returns a hash ref: C<rc> (psql's exit
+status), C<stdout>, C<stderr>, C<sqlstate> (see sqlstate_of; undef on success) and
+C<seconds> (wall time).  It never dies on an SQL error: that is what it is for.
+Option C<timeout> (seconds) as for C<< $node->psql >>.
+
+=cut
+
+sub psql_outcome
+{
+	my ($node, $sql, %opts) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $t0 = Time::HiRes::time();
+	my $rc = $node->psql(
+		$opts{dbname} // 'postgres',
+		"\\set VERBOSITY verbose\n$sql",
+		stdout        => \$stdout,
+		stderr        => \$stderr,
+		on_error_stop => 1,
+		(defined $opts{timeout} ? (timeout => $opts{timeout}) : ()));
+	return {
+		rc       => $rc,
+		stdout   => $stdout,
+		stderr   => $stderr,
+		sqlstate => sqlstate_of($stderr),
+		seconds  => Time::HiRes::time() - $t0,
+	};
+}
+
+=pod
+
+=item bg_session($node, %opts)
+
+A PostgreSQL::Test::BackgroundPsql session on database C<dbname> (default postgres)
+that goes on after an error (no ON_ERROR_STOP) and reports errors with
+C<VERBOSITY verbose>, for tests that need one backend across several statements (a
+cached shard connection, a transaction block).  Option C<timeout>: seconds one
+statement may take before the harness gives up (default 60).  Call C<< ->quit >> at
+the end.
+
+=item bg_query($session, $sql)
+
+Runs C<$sql> in the session and waits for it; returns a hash ref like psql_outcome's
+(C<stdout>, C<stderr>, C<sqlstate>, C<seconds>).  The session's stderr is consumed, so
+each result shows only its own errors.
+
+=item bg_send($session, $sql)
+
+Sends C<$sql> (without a trailing semicolon) to the session and returns once psql has
+taken it, without waiting for its end: poll for the effect (pg_stat_activity), then
+collect the outcome with bg_wait.
+
+=item bg_wait($session)
+
+Waits for what bg_send sent and returns its outcome as bg_query does; C<seconds>
+counts from the bg_send.
+
+=cut
+
+sub bg_session
+{
+	my ($node, %opts) = @_;
+	my $session = $node->background_psql(
+		$opts{dbname} // 'postgres',
+		on_error_stop => 0,
+		timeout       => $opts{timeout} // 60);
+	$session->set_query_timer_restart;
+	bg_query($session, '\set VERBOSITY verbose');
+	return $session;
+}
+
+sub _bg_collect
+{
+	my ($session, $stdout, $t0) = @_;
+	my $stderr = $session->{stderr};
+	$session->{stderr} = '';
+	return {
+		stdout   => $stdout,
+		stderr   => $stderr,
+		sqlstate => sqlstate_of($stderr),
+		seconds  => Time::HiRes::time() - $t0,
+	};
+}
+
+sub bg_query
+{
+	my ($session, $sql) = @_;
+	my $t0 = Time::HiRes::time();
+	$session->{stderr} = '';
+	my $stdout = $session->query($sql);
+	return _bg_collect($session, $stdout, $t0);
+}
+
+my $bg_send_count = 0;
+
+sub bg_send
+{
+	my ($session, $sql) = @_;
+	my $marker = 'bg_send ' . ++$bg_send_count;
+	$session->{stderr}  = '';
+	$session->{sent_at} = Time::HiRes::time();
+	$session->query_until(qr/\Q$marker\E\n/, "\\echo '$marker'\n$sql;\n");
+	return;
+}
+
+sub bg_wait
+{
+	my ($session) = @_;
+	my $t0 = delete $session->{sent_at} // Time::HiRes::time();
+	# an empty query: its banner comes after the result of what bg_send sent
+	my $stdout = $session->query('');
+	return _bg_collect($session, $stdout, $t0);
+}
+
+=pod
+
+=item poll_mysql_until($mdb, $sql, $expected [, $timeout [, %opts]])
+
+Runs C<$sql> with mysql_query (C<%opts> passed on) every 0.1 s until its output
+equals C<$expected> or C<$timeout> seconds (default timeout_default) pass.  True on
+success; on timeout false, with the last output as a diagnostic.
+
+=cut
+
+sub poll_mysql_until
+{
+	my ($mdb, $sql, $expected, $timeout, %opts) = @_;
+	$timeout //= $PostgreSQL::Test::Utils::timeout_default;
+	my $deadline = Time::HiRes::time() + $timeout;
+	my $last;
+	while (1)
+	{
+		$last = eval { mysql_query($mdb, $sql, %opts) } // "error: $@";
+		return 1 if $last eq $expected;
+		last if Time::HiRes::time() > $deadline;
+		Time::HiRes::usleep(100_000);
+	}
+	diag "poll_mysql_until timed out after $timeout s: expected '$expected', last "
+	  . "output '$last' of: $sql";
+	return 0;
+}
+
+=pod
+
+=item sqlite_hold_lock($file)
+
+Starts the C<sqlite3> CLI on C<$file>, runs C<BEGIN IMMEDIATE> (a write lock: other
+connections may read but not write) and returns once the lock is held, as an object
+whose C<release> method rolls back and ends the CLI (done at exit as well).
+
+=back
+
+=cut
+
+sub sqlite_hold_lock
+{
+	my ($file) = @_;
+	my $lock = bless { in => '', out => '', err => '' },
+	  'CollegeDB::TestHarness::SqliteLock';
+	$lock->{timer} = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
+	$lock->{run} = IPC::Run::start([ 'sqlite3', '-batch', '-bail', $file ],
+		'<', \$lock->{in}, '>', \$lock->{out}, '2>', \$lock->{err},
+		$lock->{timer});
+	$lock->{in} .= "BEGIN IMMEDIATE;\nSELECT 'locked';\n";
+	$lock->{run}->pump
+	  until $lock->{out} =~ /^locked$/m
+	  || $lock->{err} ne ''
+	  || $lock->{timer}->is_expired;
+	die "sqlite_hold_lock: could not lock $file: $lock->{err}\n"
+	  unless $lock->{out} =~ /^locked$/m;
+	return $lock;
+}
+
 END
 {
 	# Drop the MariaDB databases the test made, keeping $? (the test's exit status).
@@ -460,6 +669,30 @@ sub stop
 	{
 		CollegeDB::TestHarness::mysql_query($self, "DROP DATABASE IF EXISTS `$db`");
 	}
+	return;
+}
+
+package CollegeDB::TestHarness::SqliteLock;
+
+use strict;
+use warnings;
+
+# release: roll back the sqlite3 CLI's transaction and wait for the CLI to end.
+sub release
+{
+	my ($self) = @_;
+	return unless $self->{run};
+	my $run = delete $self->{run};
+	$self->{in} .= "ROLLBACK;\n.quit\n";
+	$run->finish;
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($@, $?);
+	eval { $self->release };
 	return;
 }
 
