@@ -19,12 +19,16 @@ OBJS = \
 	src/remote/execute.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
+	src/catalog/epochs.o \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
+	src/catalog/tables.o \
 	src/placement/hash.o \
 	src/placement/regions.o \
 	src/placement/strategy.o \
 	src/router/allocate.o \
+	src/router/computed.o \
+	src/router/routed.o \
 	src/router/router.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \

@@ -110,10 +110,77 @@ CREATE INDEX mapping_record_idx ON collegedb.mapping (record);
 CREATE INDEX mapping_shard_idx ON collegedb.mapping (shard);
 SELECT pg_catalog.pg_extension_config_dump('collegedb.mapping', '');
 
--- new rows need no invalidation: nobody caches the absence of a mapping
 CREATE TRIGGER mapping_changed
   AFTER UPDATE OR DELETE OR TRUNCATE ON collegedb.mapping
   FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+-- new rows matter only under computed placement, where the router caches
+-- the absence of an exception; under KV placement nobody caches absences
+CREATE TRIGGER mapping_added
+  AFTER INSERT ON collegedb.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache('computed');
+
+/*
+ * Computed placement (DESIGN.md 4.5): the published epochs, each the sorted
+ * list of the shards eligible when it was published, numbered from 1.
+ * Epochs never change; the constraints and the trigger refuse a corrupt or
+ * hand-edited row rather than let the router use it.
+ */
+CREATE FUNCTION collegedb.is_sorted_set(names text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT coalesce(bool_and(n IS NOT NULL AND n <> '' AND (prev IS NULL OR prev < n)), false)
+      FROM (SELECT n, lag(n) OVER (ORDER BY ord) AS prev
+              FROM unnest(names) WITH ORDINALITY AS u(n, ord)) AS s
+$$;
+
+CREATE TABLE collegedb.epoch (
+    epoch        integer PRIMARY KEY CHECK (epoch >= 1),
+    shards       text[] NOT NULL
+                 CHECK (cardinality(shards) >= 1 AND collegedb.is_sorted_set(shards COLLATE "C")),
+    published_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.epoch', '');
+
+CREATE FUNCTION collegedb.epoch_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        RAISE EXCEPTION 'epochs cannot be changed' USING ERRCODE = 'CD013',
+            HINT = 'Publish a new epoch with collegedb.publish_eligibility().';
+    END IF;
+    IF NEW.epoch <> coalesce((SELECT max(epoch) FROM collegedb.epoch), 0) + 1 THEN
+        RAISE EXCEPTION 'epoch % does not follow the newest epoch', NEW.epoch
+            USING ERRCODE = 'CD013';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER epoch_guard
+  BEFORE INSERT OR UPDATE ON collegedb.epoch
+  FOR EACH ROW EXECUTE FUNCTION collegedb.epoch_guard();
+
+CREATE TRIGGER epoch_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.epoch
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+CREATE VIEW collegedb.epochs AS
+SELECT epoch, shards, published_at FROM collegedb.epoch ORDER BY epoch;
+
+/*
+ * Registered tables: tables whose rows live with their key (colocated) and
+ * move with it.
+ */
+CREATE TABLE collegedb.registered_table (
+    table_name    text PRIMARY KEY CHECK (table_name <> ''),
+    key_column    text NOT NULL CHECK (key_column <> ''),
+    registered_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.registered_table', '');
 
 /* Shards */
 
@@ -196,6 +263,44 @@ CREATE FUNCTION collegedb.disconnect_all()
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'collegedb_disconnect_all'
 LANGUAGE C;
+
+CREATE FUNCTION collegedb.publish_eligibility()
+RETURNS TABLE (eligible text[], published boolean, epoch integer)
+AS 'MODULE_PATHNAME', 'collegedb_publish_eligibility'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.register_table(table_name text, key_column text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF coalesce(table_name, '') = '' OR coalesce(key_column, '') = '' THEN
+        RAISE EXCEPTION 'table name and key column must not be empty'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO collegedb.registered_table (table_name, key_column)
+    VALUES (register_table.table_name, register_table.key_column)
+    ON CONFLICT ON CONSTRAINT registered_table_pkey
+    DO UPDATE SET key_column = EXCLUDED.key_column;
+END
+$$;
+
+CREATE FUNCTION collegedb.unregister_table(table_name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM collegedb.registered_table r WHERE r.table_name = unregister_table.table_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not registered', table_name USING ERRCODE = 'undefined_table';
+    END IF;
+END
+$$;
+
+CREATE VIEW collegedb.tables AS
+SELECT table_name, key_column, registered_at FROM collegedb.registered_table ORDER BY table_name;
 
 CREATE FUNCTION collegedb.shard_stats()
 RETURNS TABLE (shard text, key_count bigint, size_bytes bigint, writable boolean,
@@ -334,6 +439,11 @@ BEGIN
         eligible = coalesce(configure.eligible, c.eligible),
         migration_concurrency = coalesce(configure.migration_concurrency, c.migration_concurrency),
         region_prefixed_keys = coalesce(configure.region_prefixed_keys, c.region_prefixed_keys);
+
+    -- switching to computed placement publishes epoch 1 (or the next one)
+    IF configure.placement = 'computed' AND cur.placement <> 'computed' THEN
+        PERFORM collegedb.publish_eligibility();
+    END IF;
 END
 $$;
 
@@ -431,7 +541,7 @@ AS 'MODULE_PATHNAME', 'collegedb_shard_for_key'
 LANGUAGE C STRICT;
 
 CREATE FUNCTION collegedb.route(key text)
-RETURNS TABLE (shard text, source text, hops integer)
+RETURNS TABLE (shard text, source text, hops integer, epoch integer, has_key boolean)
 AS 'MODULE_PATHNAME', 'collegedb_route'
 LANGUAGE C STRICT;
 

@@ -178,3 +178,6 @@ SELECT try($$SELECT collegedb.configure(eligible => 'eu_only(text, text)')$$);
 
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE kv') ORDER BY shard;
 DROP EXTENSION collegedb CASCADE;
+DROP FUNCTION try(text), placed(text, int), write_keys(text, int),
+              eu_only(text, jsonb), broken(text, jsonb);
+DROP TABLE seen;

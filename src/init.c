@@ -12,6 +12,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
+#include "catalog/epochs.h"
 #include "collegedb.h"
 #include "router/router.h"
 
@@ -33,5 +34,6 @@ _PG_init(void)
 	CatalogInit();
 	ShardCatalogInit();
 	ConfigInit();
+	EpochInit();
 	RouterInit();
 }

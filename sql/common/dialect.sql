@@ -152,4 +152,24 @@ SELECT collegedb.run('key-2', 'UPDATE items SET n = n * 10 WHERE id = $1', 'key-
 SELECT (collegedb.first('key-2', 'SELECT n FROM items WHERE id = $1', 'key-2')->>'n')::int AS n;
 SELECT collegedb.delete_mapping('key-1'), collegedb.delete_mapping('key-2');
 
+-- computed placement on this dialect: s2 leaves the newest epoch, and its
+-- keys are found under the older one and get exceptions
+SELECT collegedb.register_table('items', 'id');
+SELECT collegedb.configure(placement => 'computed');
+SELECT count(*) FILTER (WHERE collegedb.rendezvous_owner('c-' || i, ARRAY['s1', 's2']) = 's2') AS on_s2,
+       sum(collegedb.run('c-' || i, 'INSERT INTO items (id, n) VALUES ($1, $2)', 'c-' || i, i)) AS written
+  FROM generate_series(1, 20) AS i;
+SELECT collegedb.set_shard_state('s2', drain => 'draining');
+SELECT epoch, shards FROM collegedb.epochs;
+SELECT count(collegedb.first('c-' || i, 'SELECT n FROM items WHERE id = $1', 'c-' || i)) AS readable
+  FROM generate_series(1, 20) AS i;
+SELECT count(*) AS exceptions FROM collegedb.mapping;
+SELECT sum(collegedb.run('c-' || i, 'UPDATE items SET n = n + 100 WHERE id = $1', 'c-' || i)) AS updated
+  FROM generate_series(1, 20) AS i;
+SELECT collegedb.set_shard_state('s2', drain => 'active');
+SELECT collegedb.configure(placement => 'kv');
+SELECT collegedb.unregister_table('items');
+SELECT count(collegedb.delete_mapping(m)) FROM (SELECT 'c-' || i AS m FROM generate_series(1, 20) AS i) AS k
+ WHERE collegedb.get_lookup_keys(m) <> '{}';
+
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;

@@ -25,6 +25,7 @@
 #include "utils/snapmgr.h"
 
 #include "catalog/catalog.h"
+#include "catalog/config.h"
 #include "collegedb.h"
 
 PG_FUNCTION_INFO_V1(collegedb_invalidate_cache);
@@ -34,6 +35,8 @@ static const char *const rel_names[CD_REL_COUNT] = {
 	[CD_REL_CONFIG] = "config",
 	[CD_REL_MAPPING] = "mapping",
 	[CD_REL_MAPPING_PKEY] = "mapping_pkey",
+	[CD_REL_EPOCH] = "epoch",
+	[CD_REL_TABLES] = "registered_table",
 };
 
 static Oid	rel_oids[CD_REL_COUNT];
@@ -123,6 +126,16 @@ collegedb_invalidate_cache(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("collegedb.invalidate_cache() must be called as a trigger")));
+
+	/*
+	 * With the argument 'computed', only under computed placement: there the
+	 * router caches the absence of an exception, so a new mapping row
+	 * matters; under KV placement nobody caches absences.
+	 */
+	if (trigdata->tg_trigger->tgnargs > 0 &&
+		strcmp(trigdata->tg_trigger->tgargs[0], "computed") == 0 &&
+		!ConfigGet()->computed)
+		return PointerGetDatum(NULL);
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
 }

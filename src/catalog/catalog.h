@@ -19,6 +19,8 @@ typedef enum CdCatalogRel
 	CD_REL_CONFIG,
 	CD_REL_MAPPING,
 	CD_REL_MAPPING_PKEY,
+	CD_REL_EPOCH,
+	CD_REL_TABLES,
 	CD_REL_COUNT
 } CdCatalogRel;
 

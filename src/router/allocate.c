@@ -269,6 +269,21 @@ RouterShardTakesKeys(const CdShard *shard)
 }
 
 /*
+ * RouterAnyShardTakesKeys says whether any registered shard's state lets
+ * it take new keys.
+ */
+bool
+RouterAnyShardTakesKeys(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, ShardList())
+		if (RouterShardTakesKeys(lfirst(lc)))
+			return true;
+	return false;
+}
+
+/*
  * RouterUnderSizeLimit says whether a shard is below max_shard_size (or
  * cannot be measured, or there is no limit).
  */

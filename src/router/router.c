@@ -191,7 +191,9 @@ cache_put(const uint8 *digest, const char *shard)
 
 /*
  * find_mapping returns the shard name the key is mapped to, from the cache
- * when fresh, else from the mapping store; NULL when unmapped.
+ * when fresh, else from the mapping store; NULL when unmapped.  Under
+ * computed placement the absence of a mapping (an exception) is cached
+ * too: there the mapping table's trigger also reports new rows.
  */
 static const char *
 find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
@@ -207,13 +209,17 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 		if (now - entry->fetched_at < config->mapping_cache_ttl_ms * 1000)
 		{
 			RouterCacheHits++;
-			return entry->shard;
+			return entry->shard[0] ? entry->shard : NULL;
 		}
 	}
 	RouterCacheMisses++;
 	RouterCatalogReads++;
 	if (!MappingFind(stored_form(key, key_len, digest), buf))
+	{
+		if (config->computed)
+			cache_put(digest, "");
 		return NULL;
+	}
 	cache_put(digest, buf);
 	return buf;
 }
@@ -239,11 +245,30 @@ RouterFindMapping(const char *key, int key_len, const CdShard **shard)
 }
 
 /*
- * RouterResolve returns the shard for a key.  A mapped key goes to its
- * mapping.  An unmapped key gets the strategy's pick among the shards that
- * take new keys (the write strategy for writes, the read strategy for
- * reads); with 'save', a write (or, with allocate_on_read, a read) saves
- * that pick as the key's mapping in the current transaction.
+ * single_route makes a route to one shard.
+ */
+static CdRoute
+single_route(const CdShard *shard, CdRouteSource source)
+{
+	CdRoute		route;
+
+	route.shard = shard;
+	route.source = source;
+	route.ncandidates = 1;
+	route.candidates = palloc(sizeof(CdShard *));
+	route.candidates[0] = shard;
+	route.epochs = NULL;
+	return route;
+}
+
+/*
+ * RouterResolve returns where a key's statement goes.  A mapped key goes
+ * to its mapping (under computed placement: its exception).  Under computed
+ * placement any other key goes to its owners by epoch.  Under KV placement
+ * an unmapped key gets the strategy's pick among the shards that take new
+ * keys (the write strategy for writes, the read strategy for reads); with
+ * 'save', a write (or, with allocate_on_read, a read) saves that pick as the
+ * key's mapping in the current transaction.
  */
 CdRoute
 RouterResolve(const char *key, int key_len, bool for_write, bool save)
@@ -257,27 +282,53 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 	digest_key(key, key_len, digest);
 	name = find_mapping(key, key_len, digest, buf);
 	if (name != NULL)
+		return single_route(ShardLookup(name),
+							config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
+
+	if (config->computed)
 	{
-		route.shard = ShardLookup(name);
-		route.source = CD_ROUTE_MAPPING;
+		int			nshards = list_length(ShardList());
+
+		route.source = CD_ROUTE_COMPUTED;
+		route.candidates = palloc(sizeof(CdShard *) * Max(nshards, 1));
+		route.epochs = palloc(sizeof(int) * Max(nshards, 1));
+		route.ncandidates = RouterComputedCandidates(key, key_len, route.candidates,
+													 route.epochs);
+		route.shard = route.candidates[0];
 		return route;
 	}
 
-	route.shard = RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
-								 key, key_len);
-	route.source = CD_ROUTE_STRATEGY;
+	route = single_route(RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
+										key, key_len),
+						 CD_ROUTE_STRATEGY);
 	if (save && (for_write || config->allocate_on_read))
 	{
 		MappingInsert(stored_form(key, key_len, digest), route.shard->name, buf);
 		saved_in_xact = true;
 		cache_put(digest, buf);
-		route.shard = ShardLookup(buf);
-		route.source = CD_ROUTE_ALLOCATED;
+		route = single_route(ShardLookup(buf), CD_ROUTE_ALLOCATED);
 	}
 	if (CollegeDebug)
 		elog(LOG, "collegedb: key routed to shard \"%s\" (%s)", route.shard->name,
 			 RouterSourceName(route.source));
 	return route;
+}
+
+/*
+ * RouterRecordException saves, under computed placement, that a key lives
+ * on 'shard' rather than where the newest epoch puts it, so that the next
+ * statement goes straight there.
+ */
+void
+RouterRecordException(const char *key, int key_len, const CdShard *shard)
+{
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	char		owner[NAMEDATALEN];
+
+	digest_key(key, key_len, digest);
+	MappingInsert(stored_form(key, key_len, digest), shard->name, owner);
+	saved_in_xact = true;
+	cache_put(digest, owner);
 }
 
 const char *
@@ -291,6 +342,10 @@ RouterSourceName(CdRouteSource source)
 			return "allocated";
 		case CD_ROUTE_STRATEGY:
 			return "strategy";
+		case CD_ROUTE_EXCEPTION:
+			return "exception";
+		case CD_ROUTE_COMPUTED:
+			return "computed";
 	}
 	return "strategy";
 }

@@ -12,18 +12,30 @@
 
 #include "catalog/config.h"
 #include "catalog/shards.h"
+#include "adapters/adapter.h"
+#include "remote/remote.h"
 
 typedef enum CdRouteSource
 {
 	CD_ROUTE_MAPPING = 0,		/* the key's stored mapping */
 	CD_ROUTE_ALLOCATED,			/* a new mapping, saved now */
-	CD_ROUTE_STRATEGY			/* unmapped read: the strategy's pick, unsaved */
+	CD_ROUTE_STRATEGY,			/* unmapped read: the strategy's pick, unsaved */
+	CD_ROUTE_EXCEPTION,			/* computed placement: the key's exception */
+	CD_ROUTE_COMPUTED			/* computed placement: owners by epoch */
 } CdRouteSource;
 
+/*
+ * A routing decision: the shards to try, in order.  Only computed
+ * placement without an exception gives more than one (the key's owner
+ * under each epoch, newest first, without duplicates).
+ */
 typedef struct CdRoute
 {
-	const CdShard *shard;
+	const CdShard *shard;		/* candidates[0] */
 	CdRouteSource source;
+	int			ncandidates;
+	const CdShard **candidates;
+	int		   *epochs;			/* computed: the newest epoch of each */
 } CdRoute;
 
 extern void RouterInit(void);
@@ -38,5 +50,20 @@ extern bool RouterShardTakesKeys(const CdShard *shard);
 extern bool RouterShardEligible(const CdShard *shard, const char *operation, const char *key);
 extern bool RouterShardSize(const CdShard *shard, bool fresh, int64 *size);
 extern bool RouterUnderSizeLimit(const CdShard *shard);
+extern bool RouterAnyShardTakesKeys(void);
+
+/* router.c, computed placement */
+extern void RouterRecordException(const char *key, int key_len, const CdShard *shard);
+
+/* computed.c */
+extern int	RouterComputedCandidates(const char *key, int key_len,
+									 const CdShard **candidates, int *epochs);
+extern int	RouterPublishEligibility(List **eligible, bool *published);
+
+/* routed.c */
+extern int64 RouterExecute(const char *key, int key_len, const char *sql,
+						   int nparams, const CdParam *params,
+						   CdRowSink *sink, bool is_write);
+extern int	RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n);
 
 #endif							/* COLLEGEDB_ROUTER_H */

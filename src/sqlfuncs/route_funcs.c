@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
+#include "catalog/tables.h"
 #include "remote/remote.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
@@ -38,8 +39,7 @@ extern uint64 RouterCacheMisses;
 extern uint64 RouterCatalogReads;
 
 /*
- * A routed call: the key, the statement and its parameters, and the shard
- * the router chose.
+ * A routed call: the key, the statement and its parameters.
  */
 typedef struct RoutedCall
 {
@@ -48,17 +48,15 @@ typedef struct RoutedCall
 	bool		is_write;
 	int			nparams;
 	CdParam    *params;
-	const CdShard *shard;
 } RoutedCall;
 
 /*
- * route_call reads the common arguments and routes the key.
+ * routed_call reads the common arguments.
  */
 static RoutedCall
-route_call(FunctionCallInfo fcinfo)
+routed_call(FunctionCallInfo fcinfo)
 {
 	RoutedCall	call;
-	CdRoute		route;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -68,10 +66,19 @@ route_call(FunctionCallInfo fcinfo)
 	call.sql = ArgText(fcinfo, 1, "statement");
 	call.is_write = !StatementIsRead(call.sql);
 	call.params = ValuesFromVariadic(fcinfo, 2, &call.nparams);
-	route = RouterResolve(VARDATA_ANY(call.key), VARSIZE_ANY_EXHDR(call.key),
-						  call.is_write, true);
-	call.shard = route.shard;
 	return call;
+}
+
+/*
+ * run_routed routes and runs a call, streaming rows to 'sink'.
+ */
+static int64
+run_routed(FunctionCallInfo fcinfo, CdRowSink *sink)
+{
+	RoutedCall	call = routed_call(fcinfo);
+
+	return RouterExecute(VARDATA_ANY(call.key), VARSIZE_ANY_EXHDR(call.key), call.sql,
+						 call.nparams, call.params, sink, call.is_write);
 }
 
 /*
@@ -81,12 +88,10 @@ route_call(FunctionCallInfo fcinfo)
 static Jsonb *
 routed_json(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 {
-	RoutedCall	call = route_call(fcinfo);
 	JsonbRowSink sink;
 
 	JsonbRowSinkInit(&sink, store, desc);
-	(void) RemoteExecute(call.shard, call.sql, call.nparams, call.params,
-						 &sink.base, call.is_write);
+	(void) run_routed(fcinfo, &sink.base);
 	return sink.first;
 }
 
@@ -96,10 +101,7 @@ routed_json(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 Datum
 collegedb_run(PG_FUNCTION_ARGS)
 {
-	RoutedCall	call = route_call(fcinfo);
-
-	PG_RETURN_INT64(RemoteExecute(call.shard, call.sql, call.nparams, call.params,
-								  NULL, call.is_write));
+	PG_RETURN_INT64(run_routed(fcinfo, NULL));
 }
 
 /*
@@ -110,13 +112,11 @@ Datum
 collegedb_all(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RoutedCall	call = route_call(fcinfo);
 	RecordRowSink sink;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	RecordRowSinkInit(&sink, rsinfo->setResult, rsinfo->setDesc);
-	(void) RemoteExecute(call.shard, call.sql, call.nparams, call.params,
-						 &sink.base, call.is_write);
+	(void) run_routed(fcinfo, &sink.base);
 	return (Datum) 0;
 }
 
@@ -237,7 +237,11 @@ collegedb_shard_for_key(PG_FUNCTION_ARGS)
 }
 
 /*
- * collegedb_route explains where a read of the key goes and why.
+ * collegedb_route explains where a read of the key goes and why: one row
+ * per shard it would try, in order.  Under computed placement 'epoch' is
+ * the newest epoch that puts the key on the shard, and 'has_key' says
+ * whether the shard holds the key in a registered table (NULL when no
+ * table is registered).
  */
 Datum
 collegedb_route(PG_FUNCTION_ARGS)
@@ -246,14 +250,24 @@ collegedb_route(PG_FUNCTION_ARGS)
 	text	   *key = PG_GETARG_TEXT_PP(0);
 	CdRoute		route = RouterResolve(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 									  false, false);
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	bool		probe = route.source == CD_ROUTE_COMPUTED;
+	int			found = probe ? RouterProbeKey(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+											  route.candidates, route.ncandidates) : -1;
+	bool		have_tables = probe && RegisteredTables() != NIL;
 
 	InitMaterializedSRF(fcinfo, 0);
-	values[0] = CStringGetTextDatum(route.shard->name);
-	values[1] = CStringGetTextDatum(RouterSourceName(route.source));
-	values[2] = Int32GetDatum(0);
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	for (int i = 0; i < route.ncandidates; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, route.epochs == NULL, !have_tables};
+
+		values[0] = CStringGetTextDatum(route.candidates[i]->name);
+		values[1] = CStringGetTextDatum(RouterSourceName(route.source));
+		values[2] = Int32GetDatum(0);
+		values[3] = Int32GetDatum(route.epochs ? route.epochs[i] : 0);
+		values[4] = BoolGetDatum(found == i);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
 	return (Datum) 0;
 }
 

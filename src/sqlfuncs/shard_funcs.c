@@ -16,12 +16,18 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
 #include "foreign/foreign.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/jsonb.h"
 
+#include "access/xact.h"
+#include "catalog/config.h"
+#include "catalog/epochs.h"
 #include "catalog/shards.h"
+#include "router/router.h"
 #include "placement/regions.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
@@ -30,6 +36,22 @@
 PG_FUNCTION_INFO_V1(collegedb_add_shard);
 PG_FUNCTION_INFO_V1(collegedb_drop_shard);
 PG_FUNCTION_INFO_V1(collegedb_set_shard_state);
+PG_FUNCTION_INFO_V1(collegedb_publish_eligibility);
+
+/*
+ * publish_if_computed publishes a new epoch after a change of the shards,
+ * when placement is computed and the eligible set changed.
+ */
+static void
+publish_if_computed(void)
+{
+	List	   *eligible;
+	bool		published;
+
+	CommandCounterIncrement();
+	if (ConfigGet()->computed)
+		(void) RouterPublishEligibility(&eligible, &published);
+}
 
 /*
  * ArgText returns text argument 'n' as a C string, failing with a message
@@ -141,6 +163,7 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 		PG_GETARG_DATUM(4);
 	spi_run("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
 			"VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls);
+	publish_if_computed();
 	PG_RETURN_VOID();
 }
 
@@ -170,7 +193,25 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("cannot drop shard \"%s\" because keys are mapped to it", name),
 				 errhint("Move its keys away first (collegedb.update_mapping or a rebalance), or drop it with force => true; its keys then fail with SHARD_NOT_FOUND.")));
+	if (!force && ConfigGet()->computed)
+	{
+		ListCell   *lc;
+
+		foreach(lc, EpochList())
+		{
+			CdEpoch    *epoch = lfirst(lc);
+
+			for (int i = 0; i < epoch->nshards; i++)
+				if (strcmp(epoch->shards[i], name) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+							 errmsg("cannot drop shard \"%s\" because epoch %d places keys on it",
+									name, epoch->number),
+							 errhint("Drain it and rebalance its keys away, then drop it with force => true.")));
+		}
+	}
 	spi_run("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL);
+	publish_if_computed();
 	PG_RETURN_VOID();
 }
 
@@ -215,5 +256,35 @@ collegedb_set_shard_state(PG_FUNCTION_ARGS)
 			"tags = coalesce($4, tags), region = coalesce($5, region), "
 			"priority = coalesce($6, priority), physical_id = coalesce($7, physical_id) "
 			"WHERE name = $1", 7, types, values, nulls);
+	publish_if_computed();
 	PG_RETURN_VOID();
+}
+
+/*
+ * collegedb_publish_eligibility re-evaluates which shards are eligible
+ * (state, then the predicate with operation "publish") and, under computed
+ * placement, publishes a new epoch when the set changed.  Outside computed
+ * placement: published false, epoch 0.
+ */
+Datum
+collegedb_publish_eligibility(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	List	   *eligible;
+	bool		published;
+	int			epoch = RouterPublishEligibility(&eligible, &published);
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(eligible), 1));
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	int			n = 0;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, eligible)
+		elems[n++] = CStringGetTextDatum(lfirst(lc));
+	values[0] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[1] = BoolGetDatum(published);
+	values[2] = Int32GetDatum(epoch);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
 }

@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * tables.h
+ *	  The registered tables (catalog table collegedb.registered_table):
+ *	  tables whose rows live with their key and move with it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_CATALOG_TABLES_H
+#define COLLEGEDB_CATALOG_TABLES_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+typedef struct CdTable
+{
+	char	   *name;
+	char	   *key_column;
+} CdTable;
+
+extern List *RegisteredTables(void);
+
+#endif							/* COLLEGEDB_CATALOG_TABLES_H */
