@@ -17,6 +17,7 @@ OBJS = \
 	src/remote/connection.o \
 	src/remote/values.o \
 	src/remote/execute.o \
+	src/remote/fanout.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \

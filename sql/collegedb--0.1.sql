@@ -246,6 +246,16 @@ RETURNS TABLE (shard text, ok boolean, rows bigint, error text)
 AS 'MODULE_PATHNAME', 'collegedb_run_on_all'
 LANGUAGE C;
 
+CREATE FUNCTION collegedb.fanout(sql text)
+RETURNS TABLE (shard text, value jsonb, error text)
+AS 'MODULE_PATHNAME', 'collegedb_fanout'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.fanout(sql text, VARIADIC params "any")
+RETURNS TABLE (shard text, value jsonb, error text)
+AS 'MODULE_PATHNAME', 'collegedb_fanout'
+LANGUAGE C;
+
 /* Connections and activity */
 
 CREATE FUNCTION collegedb.connections()

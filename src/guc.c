@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "miscadmin.h"
 #include "utils/guc.h"
 
@@ -20,6 +22,8 @@
 bool		CollegeDebug = false;
 int			CollegeMaxShards = 256;
 char	   *CollegeTargetRegion = NULL;
+int			CollegeFanoutConcurrency = 8;
+int			CollegeFanoutTimeout = 10000;
 
 /*
  * check_target_region accepts an empty value or one of the region codes;
@@ -50,6 +54,24 @@ GucInit(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.fanout_concurrency",
+							"Sets how many shards a fan-out queries at once.",
+							NULL,
+							&CollegeFanoutConcurrency,
+							8, 1, 1024,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.fanout_timeout",
+							"Sets how long a fan-out waits for each shard.",
+							"A shard slower than this is cancelled and reported as a timeout; 0 waits without limit.",
+							&CollegeFanoutTimeout,
+							10000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	/* a server-start setting can only be defined while preloading */
 	if (process_shared_preload_libraries_in_progress)

@@ -117,6 +117,13 @@ SELECT shard, ok, rows, error IS NOT NULL AS failed
   FROM collegedb.run_on_all('UPDATE items SET note = ''touched''') ORDER BY shard;
 SELECT count(*) FROM collegedb.all_on_shard('s1', 'SELECT id FROM items WHERE note = $1', 'touched');
 
+-- fan-out: one read on every shard at once, rows tagged with their shard
+SELECT shard, value, error FROM collegedb.fanout('SELECT count(*) AS n FROM items WHERE id <> $1', 'x')
+ ORDER BY shard;
+SELECT shard, value IS NULL AS no_value, error IS NOT NULL AS failed
+  FROM collegedb.fanout('SELECT * FROM no_such_table') ORDER BY shard;
+SELECT try($$SELECT * FROM collegedb.fanout('UPDATE items SET n = 0')$$);
+
 -- the shard's size, measured in its dialect
 SELECT collegedb.database_size('s1') > 0 AS measured, size_bytes > 0 AS in_stats
   FROM collegedb.shard_stats() WHERE shard = 's1';

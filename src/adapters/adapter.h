@@ -157,6 +157,14 @@ typedef struct CdConnInfo
  *			 protocol allows, setup commands and the statement travel in one
  *			 round trip.  Waits are interruptible; on an interrupt the adapter
  *			 cancels the remote work, frees its resources and re-throws.
+ * send, poll, socket, cancel: the same statement run asynchronously, so
+ *			 that several shards can work at once (fan-out).  send starts it
+ *			 (false with *err on an immediate failure); poll makes progress
+ *			 without blocking, streaming rows to the sink as they arrive, and
+ *			 says what it waits for; socket is the descriptor to wait on;
+ *			 cancel asks the shard to stop the statement (best effort).  An
+ *			 adapter without them (NULL: SQLite, which is local) is run with
+ *			 exec while the others are in flight.
  * close:	 close the connection and free the handle (NULL is a no-op).
  * option_ok: whether 'keyword' is a valid option of this dialect for the
  *			 catalog 'catalog' (ForeignServerRelationId or
@@ -179,6 +187,15 @@ typedef struct CdConnInfo
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
  */
+/* What an asynchronous statement needs next (see CdAdapter.poll) */
+typedef enum CdPollResult
+{
+	CD_POLL_DONE = 0,			/* finished; rows delivered */
+	CD_POLL_READ,				/* wait until the socket is readable */
+	CD_POLL_WRITE,				/* wait until the socket is writable */
+	CD_POLL_FAILED				/* finished with *err filled */
+} CdPollResult;
+
 typedef struct CdAdapter
 {
 	CdDialect	dialect;
@@ -189,6 +206,13 @@ typedef struct CdAdapter
 						 const char *sql, int nparams, const CdParam *params,
 						 CdRowSink *sink, int64 *rows_affected,
 						 CdRemoteError *err);
+	bool		(*send) (void *conn, int nsetup, const char *const *setup,
+						 const char *sql, int nparams, const CdParam *params,
+						 CdRemoteError *err);
+	CdPollResult (*poll) (void *conn, CdRowSink *sink, int64 *rows_affected,
+						  CdRemoteError *err);
+	int			(*socket) (void *conn);
+	void		(*cancel) (void *conn);
 	void		(*close) (void *conn);
 
 	bool		(*option_ok) (const char *keyword, Oid catalog);

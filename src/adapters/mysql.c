@@ -125,11 +125,32 @@ typedef struct CdMysqlParams
 	char	   *tls_version;
 } CdMysqlParams;
 
+/* Where an asynchronous statement is (MysqlSend .. MysqlPoll) */
+typedef enum CdMysqlPhase
+{
+	CD_MYSQL_QUERY = 0,			/* running setup[index], then the statement */
+	CD_MYSQL_STORE,				/* reading the statement's result set */
+	CD_MYSQL_NEXT,				/* moving to a further result (a CALL's) */
+	CD_MYSQL_STORE_EXTRA,		/* reading a further result set, to drop it */
+	CD_MYSQL_DONE
+} CdMysqlPhase;
+
 /* CdMysqlConn is the adapter's connection handle, malloc'd */
 typedef struct CdMysqlConn
 {
 	MYSQL	   *mysql;			/* owned by the client library */
 	CdMysqlParams params;
+
+	/* the statement in progress */
+	CdMysqlPhase phase;
+	bool		started;		/* the current _start call returned a wait */
+	int			wait;			/* what it waits for (MYSQL_WAIT_*) */
+	int			index;			/* which setup command, nsetup: the statement */
+	int			nsetup;
+	const char *const *setup;
+	char	   *statement;		/* with parameters as literals, palloc'd */
+	size_t		statement_len;
+	int64		rows;
 } CdMysqlConn;
 
 /* option catalog */
@@ -881,85 +902,6 @@ MysqlQuery(CdMysqlConn *conn, const char *sql, size_t len)
 	return ret;
 }
 
-/*
- * MysqlStoreResult runs mysql_store_result without blocking: the whole
- * result set is read into client memory, so the row sink later runs with
- * no network traffic in between.
- */
-static MYSQL_RES *
-MysqlStoreResult(CdMysqlConn *conn)
-{
-	MYSQL_RES  *res = NULL;
-	int			status;
-
-	status = mysql_store_result_start(&res, conn->mysql);
-	while (status != 0)
-	{
-		status = MysqlWait(conn, status, true, 0);
-		status = mysql_store_result_cont(&res, conn->mysql, status);
-	}
-	return res;
-}
-
-/*
- * MysqlNextResult runs mysql_next_result without blocking: 0 when another
- * result follows, -1 when none, > 0 on error.
- */
-static int
-MysqlNextResult(CdMysqlConn *conn)
-{
-	int			ret = 1;
-	int			status;
-
-	status = mysql_next_result_start(&ret, conn->mysql);
-	while (status != 0)
-	{
-		status = MysqlWait(conn, status, true, 0);
-		status = mysql_next_result_cont(&ret, conn->mysql, status);
-	}
-	return ret;
-}
-
-/*
- * MysqlDiscardResults reads and drops the current result set, if any, and
- * every result that follows (a CALL returns one per SELECT and a final
- * status), so that the connection is ready for the next command.
- */
-static bool
-MysqlDiscardResults(CdMysqlConn *conn, bool current, CdRemoteError *err)
-{
-	MYSQL	   *m = conn->mysql;
-
-	for (;;)
-	{
-		if (current && mysql_field_count(m) > 0)
-		{
-			MYSQL_RES  *res = MysqlStoreResult(conn);
-
-			if (res == NULL)
-			{
-				MysqlSetError(err, m, NULL);
-				return false;
-			}
-			mysql_free_result(res);
-		}
-		if (!mysql_more_results(m))
-			return true;
-		switch (MysqlNextResult(conn))
-		{
-			case 0:
-				current = true;
-				break;
-			case -1:
-				return true;
-			default:
-				MysqlSetError(err, m, NULL);
-				return false;
-		}
-	}
-}
-
-
 /* ----------------------------------------------------------------
  *		connect and close
  * ----------------------------------------------------------------
@@ -1480,27 +1422,20 @@ MysqlDeliverRows(MYSQL_RES *res, CdRowSink *sink)
 }
 
 /*
- * MysqlExec runs the setup commands, then the statement with its
- * parameters as literals, and streams a result set to the sink.  The
- * protocol (without multi-statements, which we keep off so that a
- * statement is exactly one command) needs one round trip per command.
+ * MysqlSend builds the statement, with its parameters as literals, and
+ * starts the first command (a setup command, or the statement) without
+ * waiting.  A bad parameter fails before anything is sent.  See adapter.h.
  */
 static bool
-MysqlExec(void *handle, int nsetup, const char *const *setup,
-		  const char *sql, int nparams, const CdParam *params,
-		  CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+MysqlSend(void *handle, int nsetup, const char *const *setup,
+		  const char *sql, int nparams, const CdParam *params, CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
-	MYSQL	   *m = conn->mysql;
 	CdMysqlParamState st;
 	StringInfoData buf;
-	MYSQL_RES  *res;
 
-	*rows_affected = 0;
-
-	/* build the statement first: a bad parameter costs no round trip */
 	memset(&st, 0, sizeof(st));
-	st.mysql = m;
+	st.mysql = conn->mysql;
 	st.nparams = nparams;
 	st.params = params;
 	initStringInfo(&buf);
@@ -1512,59 +1447,183 @@ MysqlExec(void *handle, int nsetup, const char *const *setup,
 		return false;
 	}
 
-	for (int i = 0; i < nsetup; i++)
+	conn->phase = CD_MYSQL_QUERY;
+	conn->started = false;
+	conn->index = 0;
+	conn->nsetup = nsetup;
+	conn->setup = setup;
+	conn->statement = buf.data;
+	conn->statement_len = buf.len;
+	conn->rows = 0;
+	return true;
+}
+
+static CdPollResult
+MysqlWaitResult(int status)
+{
+	return (status & MYSQL_WAIT_WRITE) ? CD_POLL_WRITE : CD_POLL_READ;
+}
+
+/*
+ * MysqlPoll advances the statement as far as it can without blocking: one
+ * round trip per command (the protocol, without multi-statements, which
+ * stay off so that a statement is exactly one command), then the result
+ * set, read whole into client memory (mysql_store_result) and handed to
+ * the sink; a CALL's further results are read and dropped.  Resuming a
+ * suspended call when its socket is not ready yet is harmless: the library
+ * suspends again.  See adapter.h.
+ */
+static CdPollResult
+MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	CdMysqlConn *conn = (CdMysqlConn *) handle;
+	MYSQL	   *m = conn->mysql;
+
+	for (;;)
 	{
-		if (MysqlQuery(conn, setup[i], strlen(setup[i])) != 0)
+		int			ret = 1;
+		MYSQL_RES  *res = NULL;
+		int			status;
+
+		switch (conn->phase)
 		{
-			MysqlSetError(err, m, NULL);
-			pfree(buf.data);
-			return false;
+			case CD_MYSQL_QUERY:
+				if (!conn->started)
+				{
+					const char *q = conn->index < conn->nsetup ? conn->setup[conn->index] : conn->statement;
+					size_t		len = conn->index < conn->nsetup ? strlen(q) : conn->statement_len;
+
+					status = mysql_real_query_start(&ret, m, q, len);
+				}
+				else
+					status = mysql_real_query_cont(&ret, m, conn->wait);
+				if ((conn->started = status != 0))
+				{
+					conn->wait = status;
+					return MysqlWaitResult(status);
+				}
+				if (ret != 0)
+				{
+					MysqlSetError(err, m, NULL);
+					return CD_POLL_FAILED;
+				}
+				if (conn->index < conn->nsetup)
+				{
+					/* transaction control: no result set */
+					conn->index++;
+					continue;
+				}
+				if (mysql_field_count(m) == 0)
+				{
+					conn->rows = (int64) mysql_affected_rows(m);
+					conn->phase = CD_MYSQL_NEXT;
+				}
+				else
+					conn->phase = CD_MYSQL_STORE;
+				continue;
+
+			case CD_MYSQL_STORE:
+			case CD_MYSQL_STORE_EXTRA:
+				if (!conn->started)
+					status = mysql_store_result_start(&res, m);
+				else
+					status = mysql_store_result_cont(&res, m, conn->wait);
+				if ((conn->started = status != 0))
+				{
+					conn->wait = status;
+					return MysqlWaitResult(status);
+				}
+				if (res == NULL)
+				{
+					MysqlSetError(err, m, NULL);
+					return CD_POLL_FAILED;
+				}
+				if (conn->phase == CD_MYSQL_STORE)
+				{
+					PG_TRY();
+					{
+						if (sink != NULL)
+							MysqlDeliverRows(res, sink);
+					}
+					PG_CATCH();
+					{
+						mysql_free_result(res);
+						PG_RE_THROW();
+					}
+					PG_END_TRY();
+					conn->rows = (int64) mysql_num_rows(res);
+				}
+				mysql_free_result(res);
+				conn->phase = CD_MYSQL_NEXT;
+				continue;
+
+			case CD_MYSQL_NEXT:
+				if (!conn->started)
+				{
+					if (!mysql_more_results(m))
+					{
+						conn->phase = CD_MYSQL_DONE;
+						continue;
+					}
+					status = mysql_next_result_start(&ret, m);
+				}
+				else
+					status = mysql_next_result_cont(&ret, m, conn->wait);
+				if ((conn->started = status != 0))
+				{
+					conn->wait = status;
+					return MysqlWaitResult(status);
+				}
+				if (ret > 0)
+				{
+					MysqlSetError(err, m, NULL);
+					return CD_POLL_FAILED;
+				}
+				if (ret == 0 && mysql_field_count(m) > 0)
+					conn->phase = CD_MYSQL_STORE_EXTRA;
+				else if (ret < 0)
+					conn->phase = CD_MYSQL_DONE;
+				continue;
+
+			case CD_MYSQL_DONE:
+				*rows_affected = conn->rows;
+				return CD_POLL_DONE;
 		}
-		if (!MysqlDiscardResults(conn, true, err))
-		{
-			pfree(buf.data);
-			return false;
-		}
 	}
+}
 
-	if (MysqlQuery(conn, buf.data, buf.len) != 0)
-	{
-		MysqlSetError(err, m, NULL);
-		pfree(buf.data);
+static int
+MysqlSocket(void *handle)
+{
+	return mysql_get_socket(((CdMysqlConn *) handle)->mysql);
+}
+
+static void
+MysqlCancel(void *handle)
+{
+	MysqlCancelQuery((CdMysqlConn *) handle);
+}
+
+/*
+ * MysqlExec runs a statement to completion: MysqlSend, then MysqlPoll
+ * while waiting (interruptibly; an interrupt kills the statement on the
+ * server before the error goes on).  See adapter.h.
+ */
+static bool
+MysqlExec(void *handle, int nsetup, const char *const *setup,
+		  const char *sql, int nparams, const CdParam *params,
+		  CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	CdMysqlConn *conn = (CdMysqlConn *) handle;
+	CdPollResult r;
+
+	*rows_affected = 0;
+	if (!MysqlSend(handle, nsetup, setup, sql, nparams, params, err))
 		return false;
-	}
-	pfree(buf.data);
-
-	if (mysql_field_count(m) == 0)
-	{
-		*rows_affected = (int64) mysql_affected_rows(m);
-		return MysqlDiscardResults(conn, false, err);
-	}
-
-	res = MysqlStoreResult(conn);
-	if (res == NULL)
-	{
-		MysqlSetError(err, m, NULL);
-		return false;
-	}
-
-	PG_TRY();
-	{
-		if (sink != NULL)
-			MysqlDeliverRows(res, sink);
-	}
-	PG_CATCH();
-	{
-		mysql_free_result(res);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	*rows_affected = (int64) mysql_num_rows(res);
-	mysql_free_result(res);
-
-	/* a CALL may leave more results behind: only the first is returned */
-	return MysqlDiscardResults(conn, false, err);
+	while ((r = MysqlPoll(handle, sink, rows_affected, err)) == CD_POLL_READ ||
+		   r == CD_POLL_WRITE)
+		conn->wait = MysqlWait(conn, conn->wait, true, 0);
+	return r == CD_POLL_DONE;
 }
 
 
@@ -1600,6 +1659,10 @@ const CdAdapter CdMysqlAdapter = {
 
 	.connect = MysqlConnect,
 	.exec = MysqlExec,
+	.send = MysqlSend,
+	.poll = MysqlPoll,
+	.socket = MysqlSocket,
+	.cancel = MysqlCancel,
 	.close = MysqlClose,
 
 	.option_ok = MysqlOptionOk,

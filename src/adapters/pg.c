@@ -14,8 +14,10 @@
  * Parameters are sent in text form, typed with their built-in type OID,
  * except plain text, which is sent untyped so that the shard infers its
  * type from the context as it does for a literal; bytea goes in binary.
- * Results are read in text form; the whole result is received before the
- * first row reaches the sink, so the connection is idle by then.
+ * Results are read in text form, in single-row mode: each row reaches the
+ * sink as it arrives, so a large result never sits whole in memory.  The
+ * statement runs as send + poll, which fan-out drives for many shards at
+ * once and pg_exec drives for one.
  *
  * This file does not decide about transactions or retries: the remote
  * layer (src/remote/) does.
@@ -33,6 +35,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "libpq-fe.h"
@@ -123,6 +126,17 @@ typedef struct PgHandle
 {
 	PGconn	   *conn;
 	char		shard[NAMEDATALEN];
+
+	/* the statement in progress (pg_send .. pg_poll) */
+	MemoryContext statement_context;
+	bool		pipeline;		/* setup commands went first */
+	int			queries;		/* setup commands + the statement */
+	int			current;		/* whose results come next */
+	bool		single_row;		/* single-row mode is on for the statement */
+	bool		columns_sent;
+	bool		failed;			/* err holds the first failure */
+	CdValueKind *kinds;
+	int64		rows;
 } PgHandle;
 
 /*
@@ -203,6 +217,7 @@ pg_connect(const CdConnInfo *info, CdRemoteError *err)
 		AdapterSetError(err, "53200", true, "out of memory", NULL, NULL);
 		return NULL;
 	}
+	memset(handle, 0, sizeof(PgHandle));
 	handle->conn = conn;
 	strlcpy(handle->shard, info->shard, NAMEDATALEN);
 	PQsetNoticeReceiver(conn, pg_notice_receiver, handle->shard);
@@ -220,6 +235,15 @@ pg_connect(const CdConnInfo *info, CdRemoteError *err)
 		return NULL;
 	}
 	PQclear(res);
+
+	/* sends never block: pg_poll flushes what is left */
+	if (PQsetnonblocking(conn, 1) != 0)
+	{
+		pg_fill_error(conn, NULL, err);
+		PQfinish(conn);
+		free(handle);
+		return NULL;
+	}
 	return handle;
 }
 
@@ -231,6 +255,8 @@ pg_close(void *h)
 	if (handle == NULL)
 		return;
 	PQfinish(handle->conn);
+	if (handle->statement_context)
+		MemoryContextDelete(handle->statement_context);
 	free(handle);
 }
 
@@ -238,9 +264,10 @@ pg_close(void *h)
  * pg_cancel asks the shard to cancel the running statement.
  */
 static void
-pg_cancel(PGconn *conn)
+pg_cancel(void *h)
 {
-	PGcancel   *cancel = PQgetCancel(conn);
+	PgHandle   *handle = h;
+	PGcancel   *cancel = PQgetCancel(handle->conn);
 	char		errbuf[256];
 
 	if (cancel)
@@ -250,21 +277,10 @@ pg_cancel(PGconn *conn)
 	}
 }
 
-/*
- * pg_get_result waits for the next result without blocking
- * uninterruptibly; NULL at the end of a query's results (or on a lost
- * connection: check PQstatus).
- */
-static PGresult *
-pg_get_result(PGconn *conn)
+static int
+pg_socket(void *h)
 {
-	while (PQisBusy(conn))
-	{
-		pg_wait(conn, WL_SOCKET_READABLE, 0);
-		if (!PQconsumeInput(conn))
-			return NULL;
-	}
-	return PQgetResult(conn);
+	return PQsocket(((PgHandle *) h)->conn);
 }
 
 static CdValueKind
@@ -305,24 +321,34 @@ pg_kind(Oid type)
 }
 
 /*
- * pg_deliver hands a tuples result to the sink.
+ * pg_deliver hands the rows of a result (one row in single-row mode) to
+ * the sink, sending the column names first, once per statement.
  */
 static void
-pg_deliver(PGresult *res, CdRowSink *sink)
+pg_deliver(PgHandle *handle, PGresult *res, CdRowSink *sink)
 {
 	int			ncols = PQnfields(res);
 	int			nrows = PQntuples(res);
-	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
-	CdValueKind *kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
 	CdCell	   *cells = palloc(sizeof(CdCell) * Max(ncols, 1));
 	unsigned char **unescaped = palloc0(sizeof(unsigned char *) * Max(ncols, 1));
 
-	for (int c = 0; c < ncols; c++)
+	if (!handle->columns_sent)
 	{
-		names[c] = PQfname(res, c);
-		kinds[c] = pg_kind(PQftype(res, c));
+		const char **names = palloc(sizeof(char *) * Max(ncols, 1));
+
+		handle->kinds = MemoryContextAlloc(handle->statement_context,
+										   sizeof(CdValueKind) * Max(ncols, 1));
+		for (int c = 0; c < ncols; c++)
+		{
+			names[c] = PQfname(res, c);
+			handle->kinds[c] = pg_kind(PQftype(res, c));
+		}
+		handle->columns_sent = true;
+		if (sink)
+			sink->columns(sink, ncols, names);
 	}
-	sink->columns(sink, ncols, names);
+	if (sink == NULL)
+		return;
 
 	PG_TRY();
 	{
@@ -330,11 +356,11 @@ pg_deliver(PGresult *res, CdRowSink *sink)
 		{
 			for (int c = 0; c < ncols; c++)
 			{
-				cells[c].kind = kinds[c];
+				cells[c].kind = handle->kinds[c];
 				cells[c].isnull = PQgetisnull(res, r, c);
 				cells[c].data = PQgetvalue(res, r, c);
 				cells[c].len = PQgetlength(res, r, c);
-				if (kinds[c] == CD_VALUE_BYTES && !cells[c].isnull)
+				if (cells[c].kind == CD_VALUE_BYTES && !cells[c].isnull)
 				{
 					size_t		len;
 
@@ -367,14 +393,14 @@ pg_deliver(PGresult *res, CdRowSink *sink)
 }
 
 /*
- * pg_exec sends the setup commands and the statement, in one pipeline when
- * there are setup commands, and collects every result before delivering
- * rows.  See adapter.h for the contract.
+ * pg_send starts the setup commands and the statement without waiting:
+ * one pipeline when there are setup commands, and single-row mode for the
+ * statement, so that rows reach the sink as they arrive and no result is
+ * ever held whole in memory.  See adapter.h.
  */
 static bool
-pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
-		int nparams, const CdParam *params, CdRowSink *sink,
-		int64 *rows_affected, CdRemoteError *err)
+pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
+		int nparams, const CdParam *params, CdRemoteError *err)
 {
 	PgHandle   *handle = h;
 	PGconn	   *conn = handle->conn;
@@ -382,10 +408,7 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 	const char **values = palloc(sizeof(char *) * Max(nparams, 1));
 	int		   *lengths = palloc(sizeof(int) * Max(nparams, 1));
 	int		   *formats = palloc(sizeof(int) * Max(nparams, 1));
-	PGresult   *volatile result = NULL;
-	PGresult   *volatile failed = NULL;
-	bool		pipeline = nsetup > 0;
-	bool		ok = true;
+	bool		sent = true;
 
 	for (int i = 0; i < nparams; i++)
 	{
@@ -415,110 +438,169 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 		}
 	}
 
-	*rows_affected = 0;
-	PG_TRY();
+	if (handle->statement_context == NULL)
+		handle->statement_context = AllocSetContextCreate(TopMemoryContext,
+														  "collegedb pg statement",
+														  ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(handle->statement_context);
+	handle->pipeline = nsetup > 0;
+	handle->queries = nsetup + 1;
+	handle->current = 0;
+	handle->single_row = false;
+	handle->columns_sent = false;
+	handle->rows = 0;
+	handle->failed = false;
+	handle->kinds = NULL;
+
+	if (handle->pipeline)
 	{
-		bool		sent = true;
+		sent = PQenterPipelineMode(conn);
+		for (int i = 0; sent && i < nsetup; i++)
+			sent = PQsendQueryParams(conn, setup[i], 0, NULL, NULL, NULL, NULL, 0);
+	}
+	if (sent)
+		sent = PQsendQueryParams(conn, sql, nparams, types, values, lengths, formats, 0);
+	if (sent && handle->pipeline)
+		sent = PQpipelineSync(conn);
+	if (sent && !handle->pipeline)
+		handle->single_row = PQsetSingleRowMode(conn);
+	if (!sent)
+	{
+		pg_fill_error(conn, NULL, err);
+		return false;
+	}
+	return true;
+}
 
-		if (pipeline)
-		{
-			sent = PQenterPipelineMode(conn);
-			for (int i = 0; sent && i < nsetup; i++)
-				sent = PQsendQueryParams(conn, setup[i], 0, NULL, NULL, NULL, NULL, 0);
-		}
-		if (sent)
-			sent = PQsendQueryParams(conn, sql, nparams, types, values, lengths,
-									 formats, 0);
-		if (sent && pipeline)
-			sent = PQpipelineSync(conn);
+/*
+ * pg_poll makes progress on the statement started by pg_send without
+ * blocking: flushes what is left to send, reads what has arrived, and
+ * hands complete rows to the sink.  See adapter.h.
+ */
+static CdPollResult
+pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	PgHandle   *handle = h;
+	PGconn	   *conn = handle->conn;
+	int			flush = PQflush(conn);
 
-		if (!sent)
-		{
-			pg_fill_error(conn, NULL, err);
-			ok = false;
-		}
-		else
-		{
-			/* one group of results per query, then the sync */
-			int			queries = nsetup + 1;
+	if (flush < 0 || !PQconsumeInput(conn))
+	{
+		pg_fill_error(conn, NULL, err);
+		return CD_POLL_FAILED;
+	}
+	if (flush > 0)
+		return CD_POLL_WRITE;
 
-			for (int q = 0; q < queries; q++)
+	while (!PQisBusy(conn))
+	{
+		PGresult   *res;
+		ExecStatusType st;
+		bool		last = handle->current == handle->queries - 1;
+
+		if (handle->current == handle->queries)
+		{
+			/* after the last query of a pipeline comes the sync */
+			res = PQgetResult(conn);
+			if (res == NULL)
+				continue;
+			st = PQresultStatus(res);
+			PQclear(res);
+			if (st == PGRES_PIPELINE_SYNC)
 			{
-				PGresult   *res;
-
-				while ((res = pg_get_result(conn)) != NULL)
-				{
-					ExecStatusType st = PQresultStatus(res);
-
-					if (st == PGRES_TUPLES_OK && q == queries - 1 && result == NULL)
-						result = res;
-					else if (st == PGRES_COMMAND_OK && q == queries - 1)
-					{
-						char	   *n = PQcmdTuples(res);
-
-						*rows_affected = n[0] ? strtoi64(n, NULL, 10) : 0;
-						PQclear(res);
-					}
-					else if ((st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) &&
-							 failed == NULL)
-						failed = res;
-					else
-						PQclear(res);
-				}
-				if (PQstatus(conn) == CONNECTION_BAD)
-					break;
-			}
-			if (pipeline && PQstatus(conn) != CONNECTION_BAD)
-			{
-				PGresult   *res;
-
-				/* the sync, then leave pipeline mode */
-				while ((res = pg_get_result(conn)) != NULL)
-				{
-					ExecStatusType st = PQresultStatus(res);
-
-					PQclear(res);
-					if (st == PGRES_PIPELINE_SYNC)
-						break;
-				}
 				(void) PQexitPipelineMode(conn);
+				break;
 			}
+			continue;
+		}
 
-			if (failed)
-			{
-				pg_fill_error(conn, failed, err);
-				ok = false;
-			}
-			else if (PQstatus(conn) == CONNECTION_BAD)
+		/* in a pipeline, single-row mode is set when the statement's turn comes */
+		if (last && handle->pipeline && !handle->single_row)
+			handle->single_row = PQsetSingleRowMode(conn);
+
+		res = PQgetResult(conn);
+		if (res == NULL)
+		{
+			if (PQstatus(conn) == CONNECTION_BAD)
 			{
 				pg_fill_error(conn, NULL, err);
-				ok = false;
+				return CD_POLL_FAILED;
 			}
-			else if (result)
+			handle->current++;
+			if (handle->current == handle->queries && !handle->pipeline)
+				break;
+			continue;
+		}
+
+		st = PQresultStatus(res);
+		PG_TRY();
+		{
+			if ((st == PGRES_SINGLE_TUPLE || st == PGRES_TUPLES_OK) && last && !handle->failed)
 			{
-				*rows_affected = PQntuples(result);
-				if (sink)
-					pg_deliver(result, sink);
+				pg_deliver(handle, res, sink);
+				handle->rows += PQntuples(res);
+			}
+			else if (st == PGRES_COMMAND_OK && last && !handle->failed)
+			{
+				char	   *n = PQcmdTuples(res);
+
+				handle->rows = n[0] ? strtoi64(n, NULL, 10) : 0;
+			}
+			else if ((st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) && !handle->failed)
+			{
+				pg_fill_error(conn, res, err);
+				handle->failed = true;
 			}
 		}
+		PG_CATCH();
+		{
+			PQclear(res);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		PQclear(res);
+	}
+
+	if (PQisBusy(conn))
+		return CD_POLL_READ;
+	if (handle->failed)
+		return CD_POLL_FAILED;
+	*rows_affected = handle->rows;
+	return CD_POLL_DONE;
+}
+
+/*
+ * pg_exec runs a statement to completion: pg_send, then pg_poll while
+ * waiting on the socket and the latch, so that a cancel or
+ * statement_timeout interrupts it; the shard's query is then cancelled
+ * before the error goes on.  See adapter.h.
+ */
+static bool
+pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
+		int nparams, const CdParam *params, CdRowSink *sink,
+		int64 *rows_affected, CdRemoteError *err)
+{
+	PgHandle   *handle = h;
+	CdPollResult result = CD_POLL_FAILED;
+
+	*rows_affected = 0;
+	if (!pg_send(h, nsetup, setup, sql, nparams, params, err))
+		return false;
+	PG_TRY();
+	{
+		while ((result = pg_poll(h, sink, rows_affected, err)) == CD_POLL_READ ||
+			   result == CD_POLL_WRITE)
+			pg_wait(handle->conn, result == CD_POLL_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, 0);
 	}
 	PG_CATCH();
 	{
-		if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
-			pg_cancel(conn);
-		if (result)
-			PQclear(result);
-		if (failed)
-			PQclear(failed);
+		if (PQstatus(handle->conn) == CONNECTION_OK &&
+			PQtransactionStatus(handle->conn) == PQTRANS_ACTIVE)
+			pg_cancel(h);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-
-	if (result)
-		PQclear(result);
-	if (failed)
-		PQclear(failed);
-	return ok;
+	return result == CD_POLL_DONE;
 }
 
 /*
@@ -607,6 +689,10 @@ const CdAdapter CdPostgresAdapter = {
 	.name = "postgres",
 	.connect = pg_connect,
 	.exec = pg_exec,
+	.send = pg_send,
+	.poll = pg_poll,
+	.socket = pg_socket,
+	.cancel = pg_cancel,
 	.close = pg_close,
 	.option_ok = pg_option_ok,
 	.check_options = pg_check_options,

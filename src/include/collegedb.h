@@ -18,6 +18,8 @@
 extern bool CollegeDebug;
 extern int	CollegeMaxShards;
 extern char *CollegeTargetRegion;
+extern int	CollegeFanoutConcurrency;
+extern int	CollegeFanoutTimeout;
 extern void GucInit(void);
 
 /* shmem.c */

@@ -252,6 +252,28 @@ run_control(CdConnection *conn, const char *sql)
 }
 
 /*
+ * ConnectionRollbackTo undoes the shard's work since savepoint s<level>
+ * and releases it, leaving the remote transaction one level up; false when
+ * that failed (the caller dooms the transaction).
+ */
+bool
+ConnectionRollbackTo(CdConnection *conn, int level)
+{
+	char		sql[64];
+
+	if (conn->xact_depth < level)
+		return true;
+	snprintf(sql, sizeof(sql), conn->adapter->sql_rollback_to, level);
+	if (!run_control(conn, sql))
+		return false;
+	snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
+	if (!run_control(conn, sql))
+		return false;
+	conn->xact_depth = level - 1;
+	return true;
+}
+
+/*
  * commit_remote commits one shard's remote transaction at front
  * pre-commit; failure aborts the front transaction.
  */
@@ -418,18 +440,8 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (conn->in_flight)
 				ConnectionClose(conn);
 		}
-		else
-		{
-			snprintf(sql, sizeof(sql), conn->adapter->sql_rollback_to, level);
-			if (!run_control(conn, sql))
-				conn->doomed = true;
-			else
-			{
-				snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
-				if (!run_control(conn, sql))
-					conn->doomed = true;
-			}
-		}
+		else if (!ConnectionRollbackTo(conn, level))
+			conn->doomed = true;
 		conn->xact_depth = level - 1;
 	}
 }

@@ -37,7 +37,41 @@ struct CdConnection
 	uint32		server_hash;
 };
 
+#define MAX_SETUP_COMMANDS 64
+
+/*
+ * One statement on one shard, through its life: prepared (checked),
+ * begun (connection taken, transaction-control commands worked out),
+ * sent and waited for by the caller (exec, or send/poll), finished.
+ */
+typedef struct CdStatement
+{
+	const CdShard *shard;
+	const char *sql;
+	int			nparams;
+	const CdParam *params;
+	bool		is_write;
+	bool		autocommit_only;	/* the dialect would commit implicitly */
+	int			level;			/* front transaction nesting level */
+
+	CdConnection *conn;
+	const char *setup[MAX_SETUP_COMMANDS];
+	int			nsetup;
+	bool		was_open;		/* a remote transaction was open before */
+	bool		need_xact;		/* the statement joins the remote transaction */
+	bool		fresh;			/* connected for this statement */
+	CdRemoteError err;
+	int64		rows;
+} CdStatement;
+
+extern void StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
+							 int nparams, const CdParam *params, bool is_write);
+extern void StatementBegin(CdStatement *st);
+extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
+extern void StatementRaise(CdStatement *st);
+
 extern void ConnectionClose(CdConnection *conn);
+extern bool ConnectionRollbackTo(CdConnection *conn, int level);
 extern void ConnectionOpen(CdConnection *conn, const CdShard *shard);
 
 #endif							/* COLLEGEDB_CONNECTION_INTERNAL_H */

@@ -32,42 +32,6 @@
 #include "remote/connection_internal.h"
 #include "remote/placeholders.h"
 
-#define MAX_SETUP_COMMANDS 64
-
-/*
- * IdleMarkingSink forwards rows to the caller's sink and notes that the
- * statement reached the row stage: from there an adapter leaves the
- * connection usable even when a callback throws (libpq and libmariadb have
- * the whole result in hand; SQLite resets its statement), so an error
- * raised while converting a row does not condemn the connection.
- */
-typedef struct IdleMarkingSink
-{
-	CdRowSink	base;
-	CdRowSink  *inner;
-	CdConnection *conn;
-} IdleMarkingSink;
-
-static void
-idle_columns(CdRowSink *self, int ncols, const char *const *names)
-{
-	IdleMarkingSink *sink = (IdleMarkingSink *) self;
-
-	sink->conn->in_flight = false;
-	if (sink->inner)
-		sink->inner->columns(sink->inner, ncols, names);
-}
-
-static void
-idle_row(CdRowSink *self, int ncols, const CdCell *cells)
-{
-	IdleMarkingSink *sink = (IdleMarkingSink *) self;
-
-	sink->conn->in_flight = false;
-	if (sink->inner)
-		sink->inner->row(sink->inner, ncols, cells);
-}
-
 /*
  * StatementIsRead says whether 'sql' reads only: it starts with SELECT,
  * VALUES, TABLE, SHOW, EXPLAIN or WITH and has no INSERT, UPDATE, DELETE,
@@ -157,6 +121,133 @@ raise_remote_error(const CdShard *shard, const char *sql, const CdRemoteError *e
 }
 
 /*
+ * StatementPrepare checks a statement for 'shard' and fills 'st'; nothing
+ * is sent yet.
+ */
+void
+StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
+				 int nparams, const CdParam *params, bool is_write)
+{
+	CdStatementShape shape = check_statement(shard, sql, nparams);
+
+	memset(st, 0, sizeof(*st));
+	st->shard = shard;
+	st->sql = sql;
+	st->nparams = nparams;
+	st->params = params;
+	st->is_write = is_write;
+	st->autocommit_only = commits_implicitly(AdapterForDialect(shard->dialect), &shape);
+	st->level = GetCurrentTransactionNestLevel();
+}
+
+/*
+ * StatementBegin takes the shard's connection (connecting if needed) and
+ * works out the transaction-control commands that must precede the
+ * statement; the caller sends them with it.  Raises for a doomed remote
+ * transaction, a connection failure, and statements the dialect would
+ * commit implicitly inside an open transaction.
+ */
+void
+StatementBegin(CdStatement *st)
+{
+	CdConnection *conn = ConnectionGet(st->shard);
+
+	st->conn = conn;
+	st->nsetup = 0;
+	st->was_open = conn->xact_depth > 0;
+	st->need_xact = !st->autocommit_only &&
+		(st->is_write || st->was_open || IsTransactionBlock());
+	st->fresh = conn->fresh;
+	memset(&st->err, 0, sizeof(st->err));
+	st->rows = 0;
+
+	if (conn->doomed)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("the transaction on shard \"%s\" was lost", st->shard->name),
+				 errdetail("The connection to the shard failed earlier in this transaction."),
+				 errhint("Roll back the transaction and retry it.")));
+
+	if (st->autocommit_only && st->was_open)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot run this statement inside a transaction on %s shard \"%s\"",
+						conn->adapter->name, st->shard->name),
+				 errdetail("The shard would commit its open transaction first."),
+				 errhint("Run it in its own transaction.")));
+
+	if (st->need_xact)
+	{
+		if (st->level - conn->xact_depth + 1 > MAX_SETUP_COMMANDS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many nested subtransactions to open on shard \"%s\"",
+							st->shard->name)));
+		if (conn->xact_depth == 0)
+		{
+			st->setup[st->nsetup++] = conn->adapter->sql_begin;
+			conn->xact_depth = 1;
+		}
+		for (int l = conn->xact_depth + 1; l <= st->level; l++)
+			st->setup[st->nsetup++] = psprintf(conn->adapter->sql_savepoint, l);
+	}
+
+	/*
+	 * If the statement is abandoned (an interrupt, or a row the sink cannot
+	 * convert), in_flight stays set and the connection is closed at abort:
+	 * rows stream, so the shard may still be sending.
+	 */
+	conn->in_flight = true;
+}
+
+/*
+ * StatementFinish records how a statement ended: the remote transaction's
+ * depth, a lost connection (closed; the transaction doomed if one was
+ * open), the shared counters.  Returns whether the statement should be
+ * sent again on a new connection: only when it failed on a stale cached
+ * connection with nothing open on the shard.
+ */
+bool
+StatementFinish(CdStatement *st, bool ok, int attempt)
+{
+	CdConnection *conn = st->conn;
+
+	conn->in_flight = false;
+	ShmemCountStatement(st->shard->name, !ok);
+	if (ok || !st->err.connection_lost)
+	{
+		if (st->need_xact)
+			conn->xact_depth = st->level;
+		return false;
+	}
+
+	ConnectionClose(conn);
+	if (st->was_open)
+	{
+		conn->doomed = true;
+		return false;
+	}
+	conn->xact_depth = 0;
+	if (attempt == 0 && !st->fresh)
+	{
+		if (CollegeDebug)
+			elog(LOG, "collegedb: reconnecting to shard \"%s\": %s",
+				 st->shard->name, st->err.message);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * StatementRaise raises a failed statement's error.
+ */
+void
+StatementRaise(CdStatement *st)
+{
+	raise_remote_error(st->shard, st->sql, &st->err);
+}
+
+/*
  * RemoteExecute runs 'sql' with 'params' on 'shard', streaming rows to
  * 'sink' (NULL: none), and returns the rows affected (or returned).
  * 'is_write' makes the statement join the shard's remote transaction even
@@ -166,94 +257,20 @@ int64
 RemoteExecute(const CdShard *shard, const char *sql, int nparams,
 			  const CdParam *params, CdRowSink *sink, bool is_write)
 {
-	int			level = GetCurrentTransactionNestLevel();
-	CdStatementShape shape = check_statement(shard, sql, nparams);
-	bool		autocommit_only = commits_implicitly(AdapterForDialect(shard->dialect), &shape);
+	CdStatement st;
 
+	StatementPrepare(&st, shard, sql, nparams, params, is_write);
 	for (int attempt = 0;; attempt++)
 	{
-		CdConnection *conn = ConnectionGet(shard);
-		const char *setup[MAX_SETUP_COMMANDS];
-		int			nsetup = 0;
-		bool		was_open = conn->xact_depth > 0;
-		bool		need_xact = !autocommit_only &&
-			(is_write || was_open || IsTransactionBlock());
-		bool		fresh = conn->fresh;
-		IdleMarkingSink idle;
-		CdRemoteError err;
-		int64		rows = 0;
 		bool		ok;
 
-		if (conn->doomed)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("the transaction on shard \"%s\" was lost", shard->name),
-					 errdetail("The connection to the shard failed earlier in this transaction."),
-					 errhint("Roll back the transaction and retry it.")));
-
-		if (autocommit_only && was_open)
-			ereport(ERROR,
-					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-					 errmsg("cannot run this statement inside a transaction on %s shard \"%s\"",
-							conn->adapter->name, shard->name),
-					 errdetail("The shard would commit its open transaction first."),
-					 errhint("Run it in its own transaction.")));
-
-		if (need_xact)
-		{
-			if (level - conn->xact_depth + 1 > MAX_SETUP_COMMANDS)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("too many nested subtransactions to open on shard \"%s\"",
-								shard->name)));
-			if (conn->xact_depth == 0)
-			{
-				setup[nsetup++] = conn->adapter->sql_begin;
-				conn->xact_depth = 1;
-			}
-			for (int l = conn->xact_depth + 1; l <= level; l++)
-				setup[nsetup++] = psprintf(conn->adapter->sql_savepoint, l);
-		}
-
-		idle.base.columns = idle_columns;
-		idle.base.row = idle_row;
-		idle.inner = sink;
-		idle.conn = conn;
-		memset(&err, 0, sizeof(err));
-
-		conn->in_flight = true;
-		ok = conn->adapter->exec(conn->handle, nsetup, setup, sql, nparams, params,
-								 &idle.base, &rows, &err);
-		conn->in_flight = false;
-		ShmemCountStatement(shard->name, !ok);
-
+		StatementBegin(&st);
+		ok = st.conn->adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
+									nparams, params, sink, &st.rows, &st.err);
+		if (StatementFinish(&st, ok, attempt))
+			continue;
 		if (ok)
-		{
-			if (need_xact)
-				conn->xact_depth = level;
-			return rows;
-		}
-
-		if (err.connection_lost)
-		{
-			ConnectionClose(conn);
-			if (was_open)
-				conn->doomed = true;
-			else
-			{
-				conn->xact_depth = 0;
-				if (attempt == 0 && !fresh)
-				{
-					if (CollegeDebug)
-						elog(LOG, "collegedb: reconnecting to shard \"%s\": %s",
-							 shard->name, err.message);
-					continue;
-				}
-			}
-		}
-		else if (need_xact)
-			conn->xact_depth = level;
-
-		raise_remote_error(shard, sql, &err);
+			return st.rows;
+		StatementRaise(&st);
 	}
 }

@@ -59,7 +59,8 @@ typedef struct JsonbRowSink
 {
 	CdRowSink	base;
 	Tuplestorestate *store;		/* NULL: keep 'first' only */
-	TupleDesc	desc;
+	TupleDesc	desc;			/* one jsonb column, or (tag, jsonb, error) */
+	const char *tag;			/* with three columns: the shard name */
 	MemoryContext row_context;
 	int			ncols;
 	char	  **names;

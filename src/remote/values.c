@@ -424,7 +424,17 @@ jsonb_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	jb = ValuesRowToJsonb(ncols, (const char *const *) sink->names, cells);
 	MemoryContextSwitchTo(old);
 
-	if (sink->store)
+	if (sink->store && sink->tag)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, true};
+
+		values[0] = CStringGetTextDatum(sink->tag);
+		values[1] = JsonbPGetDatum(jb);
+		values[2] = (Datum) 0;
+		tuplestore_putvalues(sink->store, sink->desc, values, nulls);
+	}
+	else if (sink->store)
 	{
 		Datum		value = JsonbPGetDatum(jb);
 		bool		isnull = false;

@@ -5,25 +5,24 @@
  *	  all_on_shard and run_on_all.
  *
  * These are thin wrappers: the remote layer checks the statement, joins
- * the front transaction and converts values.  run_on_all runs each shard
- * in its own subtransaction, so that one shard's failure is reported as a
- * row and undone on that shard alone.
+ * the front transaction and converts values.  run_on_all and fanout reach
+ * every shard at once and report a shard's failure as a row.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
-#include "utils/resowner.h"
 
+#include "remote/fanout.h"
 #include "remote/remote.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_run_on_shard);
 PG_FUNCTION_INFO_V1(collegedb_all_on_shard);
 PG_FUNCTION_INFO_V1(collegedb_run_on_all);
+PG_FUNCTION_INFO_V1(collegedb_fanout);
 
 /*
  * collegedb_run_on_shard runs a statement on one shard and returns the
@@ -65,63 +64,106 @@ collegedb_all_on_shard(PG_FUNCTION_ARGS)
 }
 
 /*
- * collegedb_run_on_all runs a statement on every registered shard, one
- * subtransaction each, and returns one row per shard: failures are data.
+ * collegedb_run_on_all runs a statement on every registered shard at once
+ * (see remote/fanout.c) and returns one row per shard, in name order:
+ * failures are data, and a failed shard's part is undone on that shard
+ * alone.
  */
 Datum
 collegedb_run_on_all(PG_FUNCTION_ARGS)
 {
 	char	   *sql = ArgText(fcinfo, 0, "statement");
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	bool		is_write = !StatementIsRead(sql);
-	MemoryContext caller_context;
-	ResourceOwner caller_owner = CurrentResourceOwner;
-	List	   *names = NIL;
+	List	   *all;
+	CdFanoutShard *shards;
+	int			n = 0;
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
-	caller_context = CurrentMemoryContext;
+	all = ShardList();
+	shards = palloc0(sizeof(CdFanoutShard) * Max(list_length(all), 1));
+	foreach(lc, all)
+		shards[n++].shard = lfirst(lc);
 
-	/* the cache may be rebuilt while we run: take the names first */
-	foreach(lc, ShardList())
-		names = lappend(names, pstrdup(((CdShard *) lfirst(lc))->name));
-
-	foreach(lc, names)
+	/* a shard whose server is gone is reported, not asked */
 	{
-		char	   *name = lfirst(lc);
+		CdFanoutShard *reachable = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+		int			m = 0;
+
+		for (int i = 0; i < n; i++)
+			if (OidIsValid(shards[i].shard->serverid))
+				reachable[m++] = shards[i];
+		FanoutRun(reachable, m, sql, 0, NULL, !StatementIsRead(sql));
+		for (int i = 0, j = 0; i < n; i++)
+		{
+			if (OidIsValid(shards[i].shard->serverid))
+				shards[i] = reachable[j++];
+			else
+				shards[i].error = psprintf("shard \"%s\" has no collegedb server any more",
+										   shards[i].shard->name);
+		}
+	}
+
+	for (int i = 0; i < n; i++)
+	{
 		Datum		values[4];
-		bool		nulls[4] = {false, false, false, true};
+		bool		nulls[4] = {false, false, !shards[i].ok, shards[i].ok};
 
-		values[0] = CStringGetTextDatum(name);
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(caller_context);
-		PG_TRY();
-		{
-			int64		rows = RemoteExecute(ShardLookup(name), sql, 0, NULL, NULL, is_write);
+		values[0] = CStringGetTextDatum(shards[i].shard->name);
+		values[1] = BoolGetDatum(shards[i].ok);
+		values[2] = Int64GetDatum(shards[i].rows);
+		values[3] = shards[i].ok ? (Datum) 0 : CStringGetTextDatum(shards[i].error);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
 
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(caller_context);
-			CurrentResourceOwner = caller_owner;
-			values[1] = BoolGetDatum(true);
-			values[2] = Int64GetDatum(rows);
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
+/*
+ * collegedb_fanout runs a read on every shard of the read set at once and
+ * returns each row tagged with its shard; a shard that fails, times out or
+ * cannot be reached yields one row with its error instead.
+ */
+Datum
+collegedb_fanout(PG_FUNCTION_ARGS)
+{
+	char	   *sql = ArgText(fcinfo, 0, "statement");
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			nparams;
+	CdParam    *params;
+	const CdShard **set;
+	CdFanoutShard *shards;
+	JsonbRowSink *sinks;
+	int			n;
 
-			MemoryContextSwitchTo(caller_context);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(caller_context);
-			CurrentResourceOwner = caller_owner;
-			values[1] = BoolGetDatum(false);
-			nulls[2] = true;
-			values[3] = CStringGetTextDatum(edata->message);
-			nulls[3] = false;
-			FreeErrorData(edata);
-		}
-		PG_END_TRY();
+	if (!StatementIsRead(sql))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("collegedb.fanout runs only statements that read"),
+				 errhint("Use collegedb.run_on_all() to write on every shard.")));
+	params = ValuesFromVariadic(fcinfo, 1, &nparams);
+	InitMaterializedSRF(fcinfo, 0);
+
+	set = FanoutReadSet(&n);
+	shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+	sinks = palloc0(sizeof(JsonbRowSink) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		JsonbRowSinkInit(&sinks[i], rsinfo->setResult, rsinfo->setDesc);
+		sinks[i].tag = set[i]->name;
+		shards[i].shard = set[i];
+		shards[i].sink = &sinks[i].base;
+	}
+	FanoutRun(shards, n, sql, nparams, params, false);
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, true, false};
+
+		if (shards[i].ok)
+			continue;
+		values[0] = CStringGetTextDatum(shards[i].shard->name);
+		values[2] = CStringGetTextDatum(shards[i].error);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -19,6 +19,7 @@
 #include "utils/jsonb.h"
 
 #include "catalog/tables.h"
+#include "remote/fanout.h"
 #include "remote/remote.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
@@ -147,8 +148,10 @@ collegedb_first(PG_FUNCTION_ARGS)
 
 /*
  * lookup_key_read runs a read for a lookup key: on its mapped shard first;
- * when that finds no row, or there is no mapping, on every other shard.
- * Never creates a mapping.  With 'store' NULL, stops at the first row.
+ * when that finds no row, or there is no mapping, on every other shard at
+ * once (a shard that fails then fails the read: the answer would be
+ * incomplete).  Never creates a mapping.  With 'store' NULL, returns the
+ * first row (the mapped shard's, else in shard name order).
  */
 static Jsonb *
 lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
@@ -159,9 +162,6 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 	CdParam    *params;
 	const CdShard *mapped = NULL;
 	JsonbRowSink sink;
-	List	   *names = NIL;
-	ListCell   *lc;
-
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -183,20 +183,36 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 			return sink.first;
 	}
 
-	/* the shard list may be rebuilt while we run: take the names first */
-	foreach(lc, ShardList())
+	/* no mapping or no match there: every other shard, at once */
 	{
-		const CdShard *shard = lfirst(lc);
+		int			n;
+		const CdShard **set = FanoutReadSet(&n);
+		CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+		JsonbRowSink *sinks = palloc0(sizeof(JsonbRowSink) * Max(n, 1));
+		int			m = 0;
 
-		if (shard != mapped && OidIsValid(shard->serverid))
-			names = lappend(names, pstrdup(shard->name));
-	}
-	foreach(lc, names)
-	{
-		(void) RemoteExecute(ShardLookup(lfirst(lc)), sql, nparams, params,
-							 &sink.base, false);
-		if (store == NULL && sink.first != NULL)
-			break;
+		for (int i = 0; i < n; i++)
+		{
+			if (set[i] == mapped)
+				continue;
+			JsonbRowSinkInit(&sinks[m], store, desc);
+			shards[m].shard = set[i];
+			shards[m].sink = &sinks[m].base;
+			m++;
+		}
+		FanoutRun(shards, m, sql, nparams, params, false);
+		for (int i = 0; i < m; i++)
+			if (!shards[i].ok)
+				ereport(ERROR,
+						(errcode(MAKE_SQLSTATE(shards[i].sqlstate[0], shards[i].sqlstate[1],
+											   shards[i].sqlstate[2], shards[i].sqlstate[3],
+											   shards[i].sqlstate[4])),
+						 errmsg("%s", shards[i].error),
+						 errcontext("lookup-key read on shard \"%s\"", shards[i].shard->name)));
+		/* the first row, in shard name order */
+		for (int i = 0; i < m; i++)
+			if (sinks[i].first != NULL)
+				return sinks[i].first;
 	}
 	return sink.first;
 }

@@ -1,0 +1,366 @@
+/*-------------------------------------------------------------------------
+ *
+ * fanout.c
+ *	  Runs one statement on many shards at once, with bounded concurrency
+ *	  and a per-shard timeout, reporting each shard's failure as data.
+ *
+ * Statements on shards whose adapter can run asynchronously (PostgreSQL,
+ * MySQL) are sent without waiting and then awaited together in one wait
+ * set with the process latch, at most collegedb.fanout_concurrency at a
+ * time.  A shard that takes longer than collegedb.fanout_timeout is
+ * cancelled, its connection dropped, and reported as a timeout.  SQLite
+ * shards, being local, run synchronously while the remote ones are in
+ * flight.  A query cancel or statement_timeout on the front cancels every
+ * statement still in flight before the error goes on.
+ *
+ * Memory stays bounded whatever the shards return: adapters stream rows to
+ * the caller's sinks as they arrive (libpq in single-row mode), and the
+ * sinks put them in tuplestores, which spill to disk beyond work_mem.
+ *
+ * Failures stay on their shard: the fan-out runs in an internal
+ * subtransaction, so a shard whose statement joined its remote transaction
+ * (a write, or a transaction block) and failed is rolled back to the
+ * savepoint, and the others keep their work.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "collegedb.h"
+#include "remote/connection_internal.h"
+#include "remote/fanout.h"
+
+typedef enum FanoutState
+{
+	FANOUT_QUEUED = 0,
+	FANOUT_RUNNING,				/* sent, awaited */
+	FANOUT_DONE
+} FanoutState;
+
+typedef struct FanoutWork
+{
+	CdFanoutShard *out;
+	FanoutState state;
+	CdStatement st;
+	int			attempt;
+	CdPollResult waiting;		/* READ or WRITE while running */
+	TimestampTz deadline;		/* 0: none */
+} FanoutWork;
+
+static void
+fail(FanoutWork *w, const char *sqlstate, const char *message)
+{
+	w->out->ok = false;
+	w->out->error = pstrdup(message);
+	strlcpy(w->out->sqlstate, sqlstate, sizeof(w->out->sqlstate));
+	w->state = FANOUT_DONE;
+}
+
+/*
+ * error_text renders a shard's error for the result row.
+ */
+static char *
+error_text(const CdStatement *st)
+{
+	if (st->err.connection_lost)
+		return psprintf("lost connection to shard \"%s\": %s", st->shard->name,
+						st->err.message);
+	return pstrdup(st->err.message ? st->err.message : "unknown error");
+}
+
+/*
+ * undo_failure rolls a failed shard back to the fan-out's savepoint, so
+ * that its remote transaction goes on without the failed statement.
+ */
+static void
+undo_failure(FanoutWork *w)
+{
+	CdConnection *conn = w->st.conn;
+
+	if (!w->st.need_xact || conn->handle == NULL || conn->doomed)
+		return;
+	if (!ConnectionRollbackTo(conn, w->st.level))
+		conn->doomed = true;
+}
+
+/*
+ * finish records the end of a statement, sending it again when it failed
+ * on a stale connection.
+ */
+static void
+finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
+	   const CdParam *params)
+{
+	if (StatementFinish(&w->st, ok, w->attempt))
+	{
+		w->attempt++;
+		w->state = FANOUT_QUEUED;
+		return;
+	}
+	if (ok)
+	{
+		w->out->ok = true;
+		w->out->rows = rows;
+		w->state = FANOUT_DONE;
+		return;
+	}
+	undo_failure(w);
+	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st));
+}
+
+/*
+ * start begins a shard's statement: asynchronously when its adapter can,
+ * otherwise to completion right away.  Errors become the shard's result.
+ */
+static void
+start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
+	  int timeout_ms)
+{
+	MemoryContext context = CurrentMemoryContext;
+	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
+	volatile bool begun = false;
+
+	PG_TRY();
+	{
+		StatementBegin(&w->st);
+		begun = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		fail(w, unpack_sql_state(edata->sqlerrcode), edata->message);
+	}
+	PG_END_TRY();
+	if (!begun)
+		return;
+
+	if (adapter->send == NULL)
+	{
+		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
+									   nparams, params, w->out->sink, &w->st.rows,
+									   &w->st.err);
+
+		finish(w, ok, w->st.rows, sql, nparams, params);
+		return;
+	}
+
+	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
+					   nparams, params, &w->st.err))
+	{
+		finish(w, false, 0, sql, nparams, params);
+		return;
+	}
+	w->state = FANOUT_RUNNING;
+	w->waiting = CD_POLL_WRITE;
+	w->deadline = timeout_ms > 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+}
+
+/*
+ * cancel_running asks every shard still running to stop; their
+ * connections are closed at abort (in_flight stays set).
+ */
+static void
+cancel_running(FanoutWork *work, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (work[i].state == FANOUT_RUNNING && work[i].st.conn->handle)
+			work[i].st.conn->adapter->cancel(work[i].st.conn->handle);
+}
+
+/*
+ * wait_any waits until a running shard's socket is ready, the latch is
+ * set, or the nearest deadline passes; then services interrupts.
+ */
+static void
+wait_any(FanoutWork *work, int n)
+{
+	WaitEventSet *set;
+	WaitEvent	events[1];
+	TimestampTz nearest = 0;
+	long		timeout = -1;
+	int			running = 0;
+
+	for (int i = 0; i < n; i++)
+		if (work[i].state == FANOUT_RUNNING)
+			running++;
+
+	set = CreateWaitEventSet(CurrentMemoryContext, running + 2);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		FanoutWork *w = &work[i];
+
+		if (w->state != FANOUT_RUNNING)
+			continue;
+		AddWaitEventToSet(set, w->waiting == CD_POLL_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
+						  w->st.conn->adapter->socket(w->st.conn->handle), NULL, NULL);
+		if (w->deadline && (nearest == 0 || w->deadline < nearest))
+			nearest = w->deadline;
+	}
+	if (nearest)
+		timeout = Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), nearest), 0);
+
+	if (WaitEventSetWait(set, timeout, events, 1, PG_WAIT_EXTENSION) > 0 &&
+		(events[0].events & WL_LATCH_SET))
+		ResetLatch(MyLatch);
+	FreeWaitEventSet(set);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * progress polls every running shard and handles the ones that finished
+ * or ran out of time.
+ */
+static void
+progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *params)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int i = 0; i < n; i++)
+	{
+		FanoutWork *w = &work[i];
+		CdPollResult r;
+		int64		rows = 0;
+
+		if (w->state != FANOUT_RUNNING)
+			continue;
+		r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
+		if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
+			finish(w, r == CD_POLL_DONE, rows, sql, nparams, params);
+		else if (w->deadline && now >= w->deadline)
+		{
+			w->st.conn->adapter->cancel(w->st.conn->handle);
+			w->st.err.connection_lost = true;	/* drop the connection */
+			w->st.err.message = "timeout";
+			(void) StatementFinish(&w->st, false, 1);
+			w->out->timed_out = true;
+			fail(w, "57014", psprintf("timeout after %d ms on shard \"%s\"",
+									  CollegeFanoutTimeout, w->out->shard->name));
+		}
+		else
+			w->waiting = r;
+	}
+}
+
+/*
+ * FanoutRun runs 'sql' on every shard of 'shards' (their rows to each
+ * one's sink) and fills in each one's outcome.  Errors of a shard are
+ * reported in its outcome; only interrupts and errors of the front are
+ * raised.
+ */
+void
+FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
+		  const CdParam *params, bool is_write)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	FanoutWork *work = palloc0(sizeof(FanoutWork) * Max(n, 1));
+	int			concurrency = Max(CollegeFanoutConcurrency, 1);
+
+	/* the savepoint that a failed shard's remote transaction goes back to */
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(context);
+
+	for (int i = 0; i < n; i++)
+	{
+		work[i].out = &shards[i];
+		shards[i].ok = false;
+		shards[i].timed_out = false;
+		shards[i].rows = 0;
+		shards[i].error = NULL;
+		/* a statement a shard refuses before it is sent fails there alone */
+		PG_TRY();
+		{
+			StatementPrepare(&work[i].st, shards[i].shard, sql, nparams, params, is_write);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(context);
+			edata = CopyErrorData();
+			FlushErrorState();
+			fail(&work[i], unpack_sql_state(edata->sqlerrcode), edata->message);
+		}
+		PG_END_TRY();
+	}
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			int			running = 0;
+			int			queued = 0;
+
+			for (int i = 0; i < n; i++)
+			{
+				running += work[i].state == FANOUT_RUNNING;
+				queued += work[i].state == FANOUT_QUEUED;
+			}
+			for (int i = 0; i < n && running < concurrency && queued > 0; i++)
+			{
+				if (work[i].state != FANOUT_QUEUED)
+					continue;
+				queued--;
+				start(&work[i], sql, nparams, params, CollegeFanoutTimeout);
+				running += work[i].state == FANOUT_RUNNING;
+			}
+			if (running == 0 && queued == 0)
+				break;
+			if (running > 0)
+			{
+				wait_any(work, n);
+				progress(work, n, sql, nparams, params);
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		cancel_running(work, n);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	/* releases the successful shards' savepoints (connection.c) */
+	ReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+}
+
+/*
+ * FanoutReadSet returns the shards a read reaches: every registered shard
+ * that still has its server (active, draining and retired alike), in name
+ * order, as a palloc'd array.
+ */
+const CdShard **
+FanoutReadSet(int *count)
+{
+	List	   *all = ShardList();
+	const CdShard **out = palloc(sizeof(CdShard *) * Max(list_length(all), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, all)
+	{
+		const CdShard *shard = lfirst(lc);
+
+		if (OidIsValid(shard->serverid))
+			out[n++] = shard;
+	}
+	*count = n;
+	return out;
+}
