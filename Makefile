@@ -38,7 +38,11 @@ OBJS = \
 	src/sqlfuncs/conn_funcs.o \
 	src/sqlfuncs/hash_funcs.o \
 	src/sqlfuncs/route_funcs.o \
-	src/sqlfuncs/stats_funcs.o
+	src/sqlfuncs/stats_funcs.o \
+	src/sqlfuncs/move_funcs.o \
+	src/worker/coordinator.o \
+	src/worker/jobs.o \
+	src/worker/moves.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
 SHLIB_LINK_INTERNAL = $(libpq)

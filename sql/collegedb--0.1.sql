@@ -182,6 +182,10 @@ CREATE TABLE collegedb.registered_table (
 );
 SELECT pg_catalog.pg_extension_config_dump('collegedb.registered_table', '');
 
+CREATE TRIGGER registered_table_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.registered_table
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
 /* Shards */
 
 CREATE FUNCTION collegedb.add_shard(name text,
@@ -311,6 +315,121 @@ $$;
 
 CREATE VIEW collegedb.tables AS
 SELECT table_name, key_column, registered_at FROM collegedb.registered_table ORDER BY table_name;
+
+/*
+ * Moves and jobs (DESIGN.md 6): the journal of key moves, and the jobs
+ * (a single move, or a rebalance) that background workers run.  Written by
+ * the workers only; every journal step is committed before the next.
+ */
+CREATE TABLE collegedb.job (
+    id               bigserial PRIMARY KEY,
+    kind             text NOT NULL CHECK (kind IN ('move', 'rebalance')),
+    table_name       text,
+    key              text,
+    target           text,
+    force            boolean NOT NULL DEFAULT false,
+    concurrency      integer CHECK (concurrency > 0),
+    state            text NOT NULL DEFAULT 'queued'
+                     CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+    owner            oid NOT NULL,
+    cancel_requested boolean NOT NULL DEFAULT false,
+    result           jsonb,
+    last_error       text,
+    lease_pid        integer,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    started_at       timestamptz,
+    finished_at      timestamptz
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.job', '');
+
+CREATE TABLE collegedb.job_key (
+    job_id   bigint NOT NULL REFERENCES collegedb.job ON DELETE CASCADE,
+    key      text NOT NULL,
+    source   text NOT NULL,
+    target   text NOT NULL,
+    state    text NOT NULL DEFAULT 'pending'
+             CHECK (state IN ('pending', 'moving', 'moved', 'failed')),
+    error    text,
+    PRIMARY KEY (job_id, key)
+);
+
+CREATE TABLE collegedb.move (
+    id          bigserial PRIMARY KEY,
+    job_id      bigint REFERENCES collegedb.job ON DELETE SET NULL,
+    key         text NOT NULL,
+    source      text NOT NULL,
+    target      text NOT NULL,
+    step        text NOT NULL DEFAULT 'journaled'
+                CHECK (step IN ('journaled', 'copied', 'source_done', 'mapped', 'done', 'failed')),
+    rows        jsonb,
+    error       text,
+    lease_pid   integer,
+    lease_until timestamptz,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+-- one mover per key: a second active move of a key is refused
+CREATE UNIQUE INDEX move_active_key ON collegedb.move (key) WHERE step NOT IN ('done', 'failed');
+SELECT pg_catalog.pg_extension_config_dump('collegedb.move', '');
+
+CREATE VIEW collegedb.moves AS
+SELECT id, job_id, key, source, target, step, rows, error, lease_pid, lease_until,
+       created_at, updated_at
+  FROM collegedb.move ORDER BY id;
+
+CREATE VIEW collegedb.jobs AS
+SELECT j.id, j.kind, j.table_name, j.state,
+       coalesce(k.examined, 0) + coalesce((j.result->>'agreed')::bigint, 0) AS examined,
+       coalesce((j.result->>'agreed')::bigint, 0) AS agreed,
+       coalesce(k.moved, 0) AS moved,
+       coalesce(k.failed, 0) AS failed,
+       j.concurrency, j.cancel_requested, j.last_error, j.result,
+       j.created_at, j.started_at, j.finished_at
+  FROM collegedb.job j
+  LEFT JOIN (SELECT job_id, count(*) AS examined,
+                    count(*) FILTER (WHERE state = 'moved') AS moved,
+                    count(*) FILTER (WHERE state = 'failed') AS failed
+               FROM collegedb.job_key GROUP BY job_id) k ON k.job_id = j.id
+ ORDER BY j.id;
+
+CREATE FUNCTION collegedb.reassign_shard(key text, target text, force boolean DEFAULT false)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_reassign_shard'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.rebalance(table_name text, dry_run boolean DEFAULT false,
+                                    concurrency integer DEFAULT NULL)
+RETURNS TABLE (examined bigint, agreed bigint, moved bigint, failed jsonb)
+AS 'MODULE_PATHNAME', 'collegedb_rebalance'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.schedule_rebalance(table_name text, concurrency integer DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_schedule_rebalance'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.wait_for_job(id bigint, timeout interval DEFAULT '1 hour')
+RETURNS collegedb.jobs
+AS 'MODULE_PATHNAME', 'collegedb_wait_for_job'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.cancel_job(id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE collegedb.job j SET cancel_requested = true
+     WHERE j.id = cancel_job.id AND j.state IN ('queued', 'running');
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM collegedb.job j WHERE j.id = cancel_job.id) THEN
+        RAISE EXCEPTION 'job % does not exist', id USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN false;
+END
+$$;
 
 CREATE FUNCTION collegedb.shard_stats()
 RETURNS TABLE (shard text, key_count bigint, size_bytes bigint, writable boolean,

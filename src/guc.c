@@ -18,7 +18,9 @@
 #include "cd_errcodes.h"
 #include "collegedb.h"
 #include "placement/regions.h"
+#include "worker/worker.h"
 
+bool		CollegeBestEffort = false;
 bool		CollegeDebug = false;
 int			CollegeMaxShards = 256;
 char	   *CollegeTargetRegion = NULL;
@@ -46,6 +48,24 @@ check_target_region(char **newval, void **extra, GucSource source)
 void
 GucInit(void)
 {
+	DefineCustomBoolVariable("collegedb.best_effort",
+							 "Makes a read whose tombstone trail cannot be followed return no rows instead of failing.",
+							 NULL,
+							 &CollegeBestEffort,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("collegedb.database",
+							   "Sets the database the coordinator worker serves.",
+							   "The coordinator recovers interrupted moves and runs scheduled jobs there.",
+							   &CollegeWorkerDatabase,
+							   "postgres",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("collegedb.debug",
 							 "Reports collegedb's routing decisions as LOG messages.",
 							 NULL,
@@ -92,6 +112,15 @@ GucInit(void)
 							   PGC_USERSET,
 							   0,
 							   check_target_region, NULL, NULL);
+
+	DefineCustomStringVariable("collegedb.test_pause_after_step",
+							   "For tests only: stops movers after this journal step.",
+							   NULL,
+							   &CollegeTestPauseAfterStep,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("collegedb");
 }

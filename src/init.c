@@ -13,8 +13,10 @@
 #include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
+#include "catalog/tables.h"
 #include "collegedb.h"
 #include "router/router.h"
+#include "worker/worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -35,5 +37,7 @@ _PG_init(void)
 	ShardCatalogInit();
 	ConfigInit();
 	EpochInit();
+	TablesInit();
 	RouterInit();
+	WorkerInit();
 }

@@ -183,7 +183,21 @@ typedef struct CdConnInfo
  *			 (MySQL's DDL), or NULL.  They run outside any remote
  *			 transaction and are refused inside one.
  * quote_ident: palloc'd identifier quoted for the dialect.
- * tombstone_ddl: statement creating the tombstone table (idempotent).
+ * shard_ddl: NULL-terminated statements creating what collegedb needs on a
+ *			 shard (the tombstone table, an index on its key, and on
+ *			 PostgreSQL the guard function); each is idempotent.
+ * sql_begin_write: how a remote transaction that starts with a write
+ *			 begins (SQLite takes its write lock at once: BEGIN IMMEDIATE).
+ * guard_setup: (PostgreSQL) a statement, with %s for the key as a quoted
+ *			 literal, that takes the key's shared lock and fails with
+ *			 SQLSTATE CD0M1 and the destination as detail when the key has
+ *			 a tombstone; it travels in the statement's pipeline.
+ * guard_query: (others) a query with $1 = the key that takes the key's
+ *			 lock inside the transaction and returns moved_to when the key
+ *			 has a tombstone; run before the statement.
+ * lock_key_sql: a statement with $1 = the key that a mover runs in its
+ *			 source transaction to take the key's lock exclusively, so that
+ *			 guarded writers wait for the move to commit.
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
  */
@@ -228,7 +242,11 @@ typedef struct CdAdapter
 	const char *const *implicit_commit;
 
 	char	   *(*quote_ident) (const char *ident);
-	const char *tombstone_ddl;
+	const char *const *shard_ddl;
+	const char *sql_begin_write;
+	const char *guard_setup;
+	const char *guard_query;
+	const char *lock_key_sql;
 	const char *size_sql;
 } CdAdapter;
 

@@ -1653,6 +1653,23 @@ static const char *const mysql_implicit_commit[] = {
 	"flush", "load", "install", "uninstall", "start", "begin", NULL
 };
 
+/*
+ * What add_shard creates on a MySQL shard: the tombstone table, keyed
+ * (and indexed) so that a writer's locking read of a key's tombstone and a
+ * mover's insert of it conflict in InnoDB.
+ */
+static const char *const mysql_shard_ddl[] = {
+	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
+	"table_name VARCHAR(255) NOT NULL, "
+	"shard_key VARCHAR(512) NOT NULL, "
+	"moved_to VARCHAR(255) NOT NULL, "
+	"move_id BIGINT NULL, "
+	"moved_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+	"PRIMARY KEY (shard_key, table_name)"
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	NULL
+};
+
 const CdAdapter CdMysqlAdapter = {
 	.dialect = CD_DIALECT_MYSQL,
 	.name = "mysql",
@@ -1678,14 +1695,9 @@ const CdAdapter CdMysqlAdapter = {
 	.implicit_commit = mysql_implicit_commit,
 
 	.quote_ident = MysqlQuoteIdent,
-	.tombstone_ddl =
-	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
-	"table_name VARCHAR(255) NOT NULL, "
-	"shard_key VARCHAR(512) NOT NULL, "
-	"moved_to VARCHAR(255) NOT NULL, "
-	"move_id BIGINT NULL, "
-	"moved_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
-	"PRIMARY KEY (table_name, shard_key)"
-	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	.shard_ddl = mysql_shard_ddl,
+	.sql_begin_write = "START TRANSACTION",
+	.guard_query = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1 LOCK IN SHARE MODE",
+	.lock_key_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key = $1 FOR UPDATE",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 };

@@ -141,7 +141,9 @@ typedef struct PgHandle
 
 /*
  * pg_connect opens a connection without blocking uninterruptibly, then
- * fixes the session settings whose output formats collegedb relies on.
+ * fixes the session settings collegedb relies on: ISO dates, exact floats,
+ * standard strings, and UTC, the zone in which collegedb exchanges
+ * zone-less timestamps with every dialect.
  */
 static void *
 pg_connect(const CdConnInfo *info, CdRemoteError *err)
@@ -223,7 +225,9 @@ pg_connect(const CdConnInfo *info, CdRemoteError *err)
 	PQsetNoticeReceiver(conn, pg_notice_receiver, handle->shard);
 
 	/* one round trip at connect time, blocking is acceptable here */
-	res = PQexec(conn, "SET datestyle = ISO; SET intervalstyle = postgres; SET extra_float_digits = 3");
+	res = PQexec(conn, "SET datestyle = ISO; SET intervalstyle = postgres; "
+				 "SET extra_float_digits = 3; SET standard_conforming_strings = on; "
+				 "SET timezone = 'UTC'");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		pg_fill_error(conn, res, err);
@@ -684,6 +688,30 @@ pg_quote_ident(const char *ident)
 	return AdapterQuoteIdent(ident, '"');
 }
 
+/*
+ * What add_shard creates on a PostgreSQL shard: the tombstone table, and
+ * collegedb_guard(key), which takes the key's shared advisory lock (a mover
+ * takes it exclusively) and fails with SQLSTATE CD0M1, naming the
+ * destination, when the key has moved away.
+ */
+static const char *const pg_shard_ddl[] = {
+	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
+	"table_name text NOT NULL, shard_key text NOT NULL, moved_to text NOT NULL, "
+	"move_id bigint, moved_at timestamptz NOT NULL DEFAULT now(), "
+	"PRIMARY KEY (table_name, shard_key))",
+	"CREATE INDEX IF NOT EXISTS collegedb_tombstones_key ON collegedb_tombstones (shard_key)",
+	"CREATE OR REPLACE FUNCTION collegedb_guard(k text) RETURNS void LANGUAGE plpgsql AS $cd$"
+	" DECLARE dest text;"
+	" BEGIN"
+	"  PERFORM pg_advisory_xact_lock_shared(hashtextextended('collegedb:' || k, 0));"
+	"  SELECT moved_to INTO dest FROM collegedb_tombstones WHERE shard_key = k LIMIT 1;"
+	"  IF dest IS NOT NULL THEN"
+	"   RAISE EXCEPTION 'key moved to shard %', dest USING ERRCODE = 'CD0M1', DETAIL = dest;"
+	"  END IF;"
+	" END $cd$",
+	NULL
+};
+
 const CdAdapter CdPostgresAdapter = {
 	.dialect = CD_DIALECT_POSTGRES,
 	.name = "postgres",
@@ -704,9 +732,9 @@ const CdAdapter CdPostgresAdapter = {
 	.sql_release = "RELEASE SAVEPOINT s%d",
 	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d",
 	.quote_ident = pg_quote_ident,
-	.tombstone_ddl = "CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
-	"table_name text NOT NULL, shard_key text NOT NULL, moved_to text NOT NULL, "
-	"move_id bigint, moved_at timestamptz NOT NULL DEFAULT now(), "
-	"PRIMARY KEY (table_name, shard_key))",
+	.shard_ddl = pg_shard_ddl,
+	.sql_begin_write = "BEGIN",
+	.guard_setup = "SELECT collegedb_guard(%s)",
+	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 };

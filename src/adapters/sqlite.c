@@ -728,6 +728,16 @@ sqlite_connect(const CdConnInfo *info, CdRemoteError *err)
 	detail = NULL;
 	if (rc == SQLITE_OK && journal_mode != NULL)
 		rc = sqlite_apply_journal_mode(conn, journal_mode, &detail);
+	else if (rc == SQLITE_OK)
+	{
+		/*
+		 * Without a journal_mode option: WAL, so that the many backends that
+		 * share a shard's file do not block each other's reads and commits.
+		 * A file system that cannot do WAL keeps the file's mode.
+		 */
+		(void) sqlite_apply_journal_mode(conn, "wal", &detail);
+		detail = NULL;
+	}
 	if (rc != SQLITE_OK)
 	{
 		sqlite_connect_error(conn, database, rc, detail, err);
@@ -1373,6 +1383,23 @@ sqlite_quote_ident(const char *ident)
 	return AdapterQuoteIdent(ident, '"');
 }
 
+/*
+ * What add_shard creates on an SQLite shard: the tombstone table and an
+ * index on its key.  Writers are serialized by SQLite's write lock, which
+ * a write transaction takes at BEGIN IMMEDIATE.
+ */
+static const char *const sqlite_shard_ddl[] = {
+	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
+	"table_name TEXT NOT NULL, "
+	"shard_key TEXT NOT NULL, "
+	"moved_to TEXT NOT NULL, "
+	"move_id INTEGER, "
+	"moved_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')), "
+	"PRIMARY KEY (table_name, shard_key))",
+	"CREATE INDEX IF NOT EXISTS collegedb_tombstones_key ON collegedb_tombstones (shard_key)",
+	NULL
+};
+
 const CdAdapter CdSqliteAdapter = {
 	.dialect = CD_DIALECT_SQLITE,
 	.name = "sqlite",
@@ -1393,13 +1420,9 @@ const CdAdapter CdSqliteAdapter = {
 	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d",
 
 	.quote_ident = sqlite_quote_ident,
-	.tombstone_ddl =
-	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
-	"table_name TEXT NOT NULL, "
-	"shard_key TEXT NOT NULL, "
-	"moved_to TEXT NOT NULL, "
-	"move_id INTEGER, "
-	"moved_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')), "
-	"PRIMARY KEY (table_name, shard_key))",
+	.shard_ddl = sqlite_shard_ddl,
+	.sql_begin_write = "BEGIN IMMEDIATE",
+	.guard_query = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1",
+	.lock_key_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key = $1",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 };

@@ -3,8 +3,9 @@
  * tables.c
  *	  Reads the registered tables.
  *
- * Only slow paths need them (probing where a key lives, moves), so they
- * are read through SPI each time, in name order.
+ * Only slow paths need the list (probing where a key lives, moves), so it
+ * is read through SPI each time, in name order; whether any table is
+ * registered is cached, for the routing path.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,7 +14,39 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 
+#include "catalog/catalog.h"
 #include "catalog/tables.h"
+#include "utils/inval.h"
+
+static int	tables_known = -1;	/* -1 unknown, else whether any exists */
+
+static void
+tables_relcache_callback(Datum arg, Oid relid)
+{
+	if (CatalogRelidIs(CD_REL_TABLES, relid))
+		tables_known = -1;
+}
+
+/*
+ * TablesInit registers the invalidation callback of AnyRegisteredTable.
+ */
+void
+TablesInit(void)
+{
+	CacheRegisterRelcacheCallback(tables_relcache_callback, (Datum) 0);
+}
+
+/*
+ * AnyRegisteredTable says, from a cache, whether any table is registered:
+ * only then can keys have moved and left tombstones.
+ */
+bool
+AnyRegisteredTable(void)
+{
+	if (tables_known < 0)
+		tables_known = RegisteredTables() != NIL;
+	return tables_known > 0;
+}
 
 /*
  * RegisteredTables returns a List of CdTable, in the caller's memory

@@ -20,5 +20,7 @@ typedef struct CdTable
 } CdTable;
 
 extern List *RegisteredTables(void);
+extern bool AnyRegisteredTable(void);
+extern void TablesInit(void);
 
 #endif							/* COLLEGEDB_CATALOG_TABLES_H */

@@ -15,6 +15,7 @@
 #define COLLEGEDB_FDW_NAME		"collegedb"
 
 /* guc.c */
+extern bool CollegeBestEffort;
 extern bool CollegeDebug;
 extern int	CollegeMaxShards;
 extern char *CollegeTargetRegion;

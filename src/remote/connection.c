@@ -295,9 +295,12 @@ commit_remote(CdConnection *conn)
 							 0, NULL, NULL, &rows, &err))
 	{
 		conn->in_flight = false;
-		conn->xact_depth = 0;
+		/* the abort that follows rolls back what the shard still holds open */
 		if (err.connection_lost)
+		{
 			ConnectionClose(conn);
+			conn->xact_depth = 0;
+		}
 		ereport(ERROR,
 				(errcode(err.connection_lost ? ERRCODE_CONNECTION_FAILURE :
 						 MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
@@ -307,6 +310,37 @@ commit_remote(CdConnection *conn)
 				 err.hint ? errhint("%s", err.hint) : 0));
 	}
 	conn->in_flight = false;
+	conn->xact_depth = 0;
+}
+
+/*
+ * ConnectionCommitNow commits the shard's open remote transaction before
+ * the front's; statements after it start a new one.
+ */
+void
+ConnectionCommitNow(CdConnection *conn)
+{
+	if (conn->xact_depth > 0 || conn->doomed)
+		commit_remote(conn);
+}
+
+/*
+ * ConnectionUndoGuard cleans up after a PostgreSQL guard found the key
+ * moved: the failed guard aborted the remote transaction (or, when it was
+ * open before, the guard's savepoint), which is undone here.
+ */
+void
+ConnectionUndoGuard(CdConnection *conn, bool was_open)
+{
+	if (was_open)
+	{
+		if (!run_control(conn, "ROLLBACK TO SAVEPOINT collegedb_guard") ||
+			!run_control(conn, "RELEASE SAVEPOINT collegedb_guard"))
+			conn->doomed = true;
+		return;
+	}
+	if (!run_control(conn, conn->adapter->sql_rollback))
+		ConnectionClose(conn);
 	conn->xact_depth = 0;
 }
 

@@ -72,6 +72,8 @@ extern void StatementRaise(CdStatement *st);
 
 extern void ConnectionClose(CdConnection *conn);
 extern bool ConnectionRollbackTo(CdConnection *conn, int level);
+extern void ConnectionCommitNow(CdConnection *conn);
+extern void ConnectionUndoGuard(CdConnection *conn, bool was_open);
 extern void ConnectionOpen(CdConnection *conn, const CdShard *shard);
 
 #endif							/* COLLEGEDB_CONNECTION_INTERNAL_H */

@@ -26,7 +26,9 @@
 
 #include "access/xact.h"
 #include "lib/stringinfo.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 #include "collegedb.h"
 #include "remote/connection_internal.h"
@@ -178,14 +180,15 @@ StatementBegin(CdStatement *st)
 
 	if (st->need_xact)
 	{
-		if (st->level - conn->xact_depth + 1 > MAX_SETUP_COMMANDS)
+		if (st->level - conn->xact_depth + 4 > MAX_SETUP_COMMANDS)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("too many nested subtransactions to open on shard \"%s\"",
 							st->shard->name)));
 		if (conn->xact_depth == 0)
 		{
-			st->setup[st->nsetup++] = conn->adapter->sql_begin;
+			st->setup[st->nsetup++] = st->is_write ? conn->adapter->sql_begin_write :
+				conn->adapter->sql_begin;
 			conn->xact_depth = 1;
 		}
 		for (int l = conn->xact_depth + 1; l <= st->level; l++)
@@ -273,4 +276,127 @@ RemoteExecute(const CdShard *shard, const char *sql, int nparams,
 			return st.rows;
 		StatementRaise(&st);
 	}
+}
+
+/* SQLSTATE the PostgreSQL guard raises when the key has moved */
+#define GUARD_MOVED_SQLSTATE "CD0M1"
+
+/* a lookup of a key's tombstone, the same in every dialect */
+#define TOMBSTONE_SQL "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1"
+
+static CdParam
+key_param(const char *key, int key_len)
+{
+	CdParam		p;
+
+	memset(&p, 0, sizeof(p));
+	p.kind = CD_VALUE_TEXT;
+	p.typid = TEXTOID;
+	p.str = key;
+	p.len = key_len;
+	return p;
+}
+
+/*
+ * RemoteExecuteGuarded runs a write for 'key' on 'shard' unless the key
+ * has moved away from it (DESIGN.md 6): together with a check of the key's
+ * tombstone, under the key's lock, in the shard's transaction.  When the
+ * key has moved, nothing is written, *moved_to names the destination, and
+ * the shard's transaction is as before.
+ *
+ * PostgreSQL: the guard function travels in the statement's pipeline (one
+ * round trip); when it finds a tombstone it fails, the pipeline stops
+ * before the statement, and the remote transaction is rolled back (or, if
+ * it was open before, back to a savepoint taken with the guard).  Others:
+ * the guard query (a locking read on MySQL, under SQLite's write lock)
+ * runs first and the statement only when it returns nothing.
+ */
+int64
+RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
+					 const char *sql, int nparams, const CdParam *params,
+					 CdRowSink *sink, char **moved_to)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	CdParam		kp = key_param(pnstrdup(key, key_len), key_len);
+	CdStatement st;
+
+	*moved_to = NULL;
+	StatementPrepare(&st, shard, sql, nparams, params, true);
+	for (int attempt = 0;; attempt++)
+	{
+		bool		ok;
+
+		StatementBegin(&st);
+		if (adapter->guard_setup)
+		{
+			char	   *guard = psprintf(adapter->guard_setup, quote_literal_cstr(kp.str));
+
+			if (st.was_open)
+				st.setup[st.nsetup++] = "SAVEPOINT collegedb_guard";
+			st.setup[st.nsetup++] = guard;
+			if (st.was_open)
+				st.setup[st.nsetup++] = "RELEASE SAVEPOINT collegedb_guard";
+			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
+							   nparams, params, sink, &st.rows, &st.err);
+			if (!ok && strcmp(st.err.sqlstate, GUARD_MOVED_SQLSTATE) == 0)
+			{
+				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
+				(void) StatementFinish(&st, true, attempt);
+				ConnectionUndoGuard(st.conn, st.was_open);
+				return 0;
+			}
+		}
+		else
+		{
+			CaptureRowSink found;
+
+			CaptureRowSinkInit(&found);
+			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, adapter->guard_query,
+							   1, &kp, &found.base, &st.rows, &st.err);
+			if (ok && found.rows != NIL)
+			{
+				CdParam    *row = linitial(found.rows);
+
+				*moved_to = pstrdup(row[0].str ? row[0].str : "");
+				(void) StatementFinish(&st, true, attempt);
+				return 0;
+			}
+			if (ok)
+				ok = adapter->exec(st.conn->handle, 0, NULL, sql, nparams, params,
+								   sink, &st.rows, &st.err);
+		}
+		if (StatementFinish(&st, ok, attempt))
+			continue;
+		if (ok)
+			return st.rows;
+		StatementRaise(&st);
+	}
+}
+
+/*
+ * RemoteTombstone returns where a key moved to from 'shard', NULL when it
+ * has no tombstone there.
+ */
+char *
+RemoteTombstone(const CdShard *shard, const char *key, int key_len)
+{
+	CdParam		kp = key_param(pnstrdup(key, key_len), key_len);
+	CaptureRowSink found;
+
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecute(shard, TOMBSTONE_SQL, 1, &kp, &found.base, false);
+	if (found.rows == NIL)
+		return NULL;
+	return pstrdup(((CdParam *) linitial(found.rows))[0].str);
+}
+
+/*
+ * RemoteCommitNow commits the current transaction's work on 'shard' at
+ * once, before the front commits: a mover needs the target's copy durable
+ * before it deletes the source's rows.
+ */
+void
+RemoteCommitNow(const CdShard *shard)
+{
+	ConnectionCommitNow(ConnectionGet(shard));
 }

@@ -89,4 +89,27 @@ typedef struct RecordRowSink
 extern void RecordRowSinkInit(RecordRowSink *sink, Tuplestorestate *store,
 							  TupleDesc desc);
 
+/*
+ * A sink that keeps every row as parameters (see ValuesCellToParam), for
+ * copying rows between shards.
+ */
+typedef struct CaptureRowSink
+{
+	CdRowSink	base;
+	MemoryContext context;
+	int			ncols;
+	char	  **names;
+	List	   *rows;			/* of CdParam[ncols] */
+} CaptureRowSink;
+
+extern void CaptureRowSinkInit(CaptureRowSink *sink);
+extern void ValuesCellToParam(const CdCell *cell, CdParam *param);
+
+/* execute.c: guarded writes and tombstones */
+extern int64 RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
+								  const char *sql, int nparams, const CdParam *params,
+								  CdRowSink *sink, char **moved_to);
+extern char *RemoteTombstone(const CdShard *shard, const char *key, int key_len);
+extern void RemoteCommitNow(const CdShard *shard);
+
 #endif							/* COLLEGEDB_REMOTE_H */

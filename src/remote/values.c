@@ -531,3 +531,97 @@ RecordRowSinkInit(RecordRowSink *sink, Tuplestorestate *store, TupleDesc desc)
 											  "collegedb row",
 											  ALLOCSET_DEFAULT_SIZES);
 }
+
+/*
+ * ValuesCellToParam turns a result cell into a parameter of the same kind,
+ * so that a row read from one shard can be written to another in any
+ * dialect.  Parameters are untyped (the target infers the column's type)
+ * except bytea; timestamptz is normalized to UTC.  Strings are copied.
+ */
+void
+ValuesCellToParam(const CdCell *cell, CdParam *param)
+{
+	memset(param, 0, sizeof(*param));
+	if (cell->isnull || cell->kind == CD_VALUE_NULL)
+	{
+		param->kind = CD_VALUE_NULL;
+		return;
+	}
+	if (cell->kind == CD_VALUE_TIMESTAMPTZ)
+	{
+		char	   *text = pnstrdup(cell->data, cell->len);
+		Datum		ts = DirectFunctionCall3(timestamptz_in, CStringGetDatum(text),
+											 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+
+		ValuesToParam(ts, false, TIMESTAMPTZOID, param);
+		param->typid = InvalidOid;
+		return;
+	}
+	param->kind = cell->kind;
+	param->typid = cell->kind == CD_VALUE_BYTES ? BYTEAOID : InvalidOid;
+	{
+		/* bytes may hold NULs: copy them all, and end with one for text */
+		char	   *copy = palloc(cell->len + 1);
+
+		memcpy(copy, cell->data, cell->len);
+		copy[cell->len] = '\0';
+		param->str = copy;
+	}
+	param->len = cell->len;
+	switch (cell->kind)
+	{
+		case CD_VALUE_BOOL:
+			param->bval = cell->len > 0 && (cell->data[0] == 't' || cell->data[0] == '1');
+			break;
+		case CD_VALUE_INT:
+			param->ival = strtoi64(param->str, NULL, 10);
+			break;
+		case CD_VALUE_FLOAT:
+			param->fval = strtod(param->str, NULL);
+			break;
+		default:
+			break;
+	}
+}
+
+/* Capture sink */
+
+static void
+capture_columns(CdRowSink *self, int ncols, const char *const *names)
+{
+	CaptureRowSink *sink = (CaptureRowSink *) self;
+	MemoryContext old = MemoryContextSwitchTo(sink->context);
+
+	sink->ncols = ncols;
+	sink->names = palloc(sizeof(char *) * Max(ncols, 1));
+	for (int i = 0; i < ncols; i++)
+		sink->names[i] = pstrdup(names[i]);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+capture_row(CdRowSink *self, int ncols, const CdCell *cells)
+{
+	CaptureRowSink *sink = (CaptureRowSink *) self;
+	MemoryContext old = MemoryContextSwitchTo(sink->context);
+	CdParam    *row = palloc(sizeof(CdParam) * Max(ncols, 1));
+
+	for (int i = 0; i < ncols; i++)
+		ValuesCellToParam(&cells[i], &row[i]);
+	sink->rows = lappend(sink->rows, row);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * CaptureRowSinkInit prepares a sink that keeps the column names and every
+ * row, as parameters ready to be written elsewhere, in the current memory
+ * context.
+ */
+void
+CaptureRowSinkInit(CaptureRowSink *sink)
+{
+	memset(sink, 0, sizeof(*sink));
+	sink->base.columns = capture_columns;
+	sink->base.row = capture_row;
+	sink->context = CurrentMemoryContext;
+}

@@ -4,6 +4,10 @@
  *	  Runs a statement by key: resolves the key, then runs the statement
  *	  where the key lives.
  *
+ * Writes are guarded: they never land on a shard the key has moved away
+ * from, and follow its tombstone instead; reads that find nothing follow
+ * tombstones too, up to ROUTER_MAX_HOPS moves.
+ *
  * Under KV placement, and for a key with an exception, that is one shard.
  * Under computed placement a key may live on any of its owners by epoch:
  * a read tries them newest first and stops at the first that returns
@@ -18,6 +22,7 @@
 #include "postgres.h"
 
 #include "catalog/tables.h"
+#include "collegedb.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
 #include "router/router.h"
@@ -60,26 +65,141 @@ RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n
 }
 
 /*
+ * hop_target returns the registered shard a tombstone points at; a
+ * destination that is not a registered shard ends the trail.
+ */
+static const CdShard *
+hop_target(const char *moved_to, int hops)
+{
+	const CdShard *next = ShardLookupOptional(moved_to);
+
+	if (next == NULL || !OidIsValid(next->serverid))
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_TOMBSTONE_HOPS_EXCEEDED),
+				 errmsg("a tombstone points at \"%s\", which is not a registered shard", moved_to),
+				 errdetail("The key was followed across %d move%s.", hops, hops == 1 ? "" : "s")));
+	if (hops > ROUTER_MAX_HOPS)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_TOMBSTONE_HOPS_EXCEEDED),
+				 errmsg("key moved more than %d times without its mapping catching up", ROUTER_MAX_HOPS),
+				 errhint("The mapping will follow once the moves finish; or read with collegedb.best_effort.")));
+	return next;
+}
+
+/*
+ * RouterFollowTombstones returns the shard a key's tombstone trail ends on,
+ * starting at 'shard' (itself when there is none); *hops gets its length.
+ */
+const CdShard *
+RouterFollowTombstones(const CdShard *shard, const char *key, int key_len, int *hops)
+{
+	char	   *moved_to;
+
+	*hops = 0;
+	while ((moved_to = RemoteTombstone(shard, key, key_len)) != NULL)
+		shard = hop_target(moved_to, ++(*hops));
+	return shard;
+}
+
+/*
+ * read_following runs a read on 'shard'; when it returns no rows and the
+ * shard has a tombstone for the key, follows it (DESIGN.md 6).  Returns
+ * the rows, and in *answered the shard that gave them.  With
+ * collegedb.best_effort a trail that cannot be followed gives no rows.
+ */
+static int64
+read_following(const CdShard *shard, const char *key, int key_len, const char *sql,
+			   int nparams, const CdParam *params, CdRowSink *sink,
+			   const CdShard **answered)
+{
+	MemoryContext context = CurrentMemoryContext;
+	int			hops = 0;
+	int64		rows;
+
+	for (;;)
+	{
+		volatile char *moved_to = NULL;
+
+		rows = RemoteExecute(shard, sql, nparams, params, sink, false);
+		*answered = shard;
+		if (rows > 0 || !AnyRegisteredTable())
+			return rows;
+
+		if (!CollegeBestEffort)
+		{
+			moved_to = RemoteTombstone(shard, key, key_len);
+			if (moved_to == NULL)
+				return rows;
+			shard = hop_target((char *) moved_to, ++hops);
+			continue;
+		}
+
+		/* best effort: a failed lookup or a broken trail is "no rows" */
+		PG_TRY();
+		{
+			moved_to = RemoteTombstone(shard, key, key_len);
+			if (moved_to != NULL)
+				shard = hop_target((char *) moved_to, ++hops);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(context);
+			FlushErrorState();
+			return 0;
+		}
+		PG_END_TRY();
+		if (moved_to == NULL)
+			return rows;
+	}
+}
+
+/*
+ * write_following runs a guarded write on 'shard', re-sending it where the
+ * key's tombstone points when the key has moved away.
+ */
+static int64
+write_following(const CdShard *shard, const char *key, int key_len, const char *sql,
+				int nparams, const CdParam *params, CdRowSink *sink)
+{
+	int			hops = 0;
+
+	for (;;)
+	{
+		char	   *moved_to;
+		int64		rows = RemoteExecuteGuarded(shard, key, key_len, sql, nparams, params,
+												sink, &moved_to);
+
+		if (moved_to == NULL)
+			return rows;
+		shard = hop_target(moved_to, ++hops);
+	}
+}
+
+/*
  * RouterExecute routes 'sql' by key and runs it, streaming rows to 'sink';
- * returns the rows affected (or returned).
+ * returns the rows affected (or returned).  Writes are guarded and reads
+ * follow tombstones, so a statement reaches the key where it lives now
+ * even through a stale mapping.
  */
 int64
 RouterExecute(const char *key, int key_len, const char *sql, int nparams,
 			  const CdParam *params, CdRowSink *sink, bool is_write)
 {
 	CdRoute		route = RouterResolve(key, key_len, is_write, true);
+	const CdShard *answered;
 	int			target;
 	int64		rows = 0;
 
-	if (route.source == CD_ROUTE_COMPUTED && !is_write)
+	if (!is_write)
 	{
 		for (int i = 0; i < route.ncandidates; i++)
 		{
-			rows = RemoteExecute(route.candidates[i], sql, nparams, params, sink, false);
+			rows = read_following(route.candidates[i], key, key_len, sql, nparams, params,
+								  sink, &answered);
 			if (rows > 0)
 			{
-				if (i > 0)
-					RouterRecordException(key, key_len, route.candidates[i]);
+				if (route.source == CD_ROUTE_COMPUTED && answered != route.candidates[0])
+					RouterRecordException(key, key_len, answered);
 				break;
 			}
 		}
@@ -87,7 +207,7 @@ RouterExecute(const char *key, int key_len, const char *sql, int nparams,
 	}
 
 	if (route.source != CD_ROUTE_COMPUTED)
-		return RemoteExecute(route.shard, sql, nparams, params, sink, is_write);
+		return write_following(route.shard, key, key_len, sql, nparams, params, sink);
 
 	/* a computed write: where does the key live? */
 	target = route.ncandidates > 1 || !RouterAnyShardTakesKeys() ?
@@ -103,5 +223,5 @@ RouterExecute(const char *key, int key_len, const char *sql, int nparams,
 	}
 	if (target > 0)
 		RouterRecordException(key, key_len, route.candidates[target]);
-	return RemoteExecute(route.candidates[target], sql, nparams, params, sink, true);
+	return write_following(route.candidates[target], key, key_len, sql, nparams, params, sink);
 }

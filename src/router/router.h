@@ -61,6 +61,9 @@ extern int	RouterComputedCandidates(const char *key, int key_len,
 extern int	RouterPublishEligibility(List **eligible, bool *published);
 
 /* routed.c */
+#define ROUTER_MAX_HOPS 4
+extern const CdShard *RouterFollowTombstones(const CdShard *shard, const char *key,
+											 int key_len, int *hops);
 extern int64 RouterExecute(const char *key, int key_len, const char *sql,
 						   int nparams, const CdParam *params,
 						   CdRowSink *sink, bool is_write);

@@ -276,10 +276,15 @@ collegedb_route(PG_FUNCTION_ARGS)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, route.epochs == NULL, !have_tables};
+		const CdShard *shard = route.candidates[i];
+		int			hops = 0;
 
-		values[0] = CStringGetTextDatum(route.candidates[i]->name);
-		values[1] = CStringGetTextDatum(RouterSourceName(route.source));
-		values[2] = Int32GetDatum(0);
+		/* a stale mapping: where the key's tombstones lead */
+		if (!probe && AnyRegisteredTable())
+			shard = RouterFollowTombstones(shard, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &hops);
+		values[0] = CStringGetTextDatum(shard->name);
+		values[1] = CStringGetTextDatum(hops > 0 ? "tombstone" : RouterSourceName(route.source));
+		values[2] = Int32GetDatum(hops);
 		values[3] = Int32GetDatum(route.epochs ? route.epochs[i] : 0);
 		values[4] = BoolGetDatum(found == i);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

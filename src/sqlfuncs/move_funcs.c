@@ -1,0 +1,264 @@
+/*-------------------------------------------------------------------------
+ *
+ * move_funcs.c
+ *	  SQL functions that move keys: reassign_shard, rebalance,
+ *	  schedule_rebalance, wait_for_job.
+ *
+ * The work itself happens in background workers (src/worker/), each
+ * journal step committed on its own; these functions check their
+ * arguments, hand the job over, and wait for it or not.  A dry-run
+ * rebalance only reads, so it runs here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "catalog/tables.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+#include "router/router.h"
+#include "sqlfuncs/sqlfuncs.h"
+#include "worker/worker.h"
+
+PG_FUNCTION_INFO_V1(collegedb_reassign_shard);
+PG_FUNCTION_INFO_V1(collegedb_rebalance);
+PG_FUNCTION_INFO_V1(collegedb_schedule_rebalance);
+PG_FUNCTION_INFO_V1(collegedb_wait_for_job);
+
+/*
+ * job_row reads a job's outcome: state, result, last error; false when
+ * there is no such job.
+ */
+static bool
+job_row(int64 id, char **state, Jsonb **result, char **error)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	MemoryContext caller = CurrentMemoryContext;
+	bool		found;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT state, result, last_error FROM collegedb.job WHERE id = $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read job " INT64_FORMAT, id);
+	found = SPI_processed == 1;
+	if (found)
+	{
+		bool		isnull;
+		Datum		r;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		*state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		*result = isnull ? NULL : DatumGetJsonbPCopy(r);
+		*error = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return found;
+}
+
+static void
+ensure_job_succeeded(int64 id, char **state, Jsonb **result)
+{
+	char	   *error;
+
+	if (!job_row(id, state, result, &error))
+		elog(ERROR, "job " INT64_FORMAT " vanished", id);
+	if (strcmp(*state, "failed") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("job " INT64_FORMAT " failed: %s", id, error ? error : "unknown error"),
+				 errhint("See collegedb.jobs and collegedb.moves.")));
+}
+
+static void
+ensure_concurrency(FunctionCallInfo fcinfo, int arg)
+{
+	if (!PG_ARGISNULL(arg) && PG_GETARG_INT32(arg) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("concurrency must be positive")));
+}
+
+/*
+ * collegedb_reassign_shard moves one key (and the rows of every registered
+ * table under it) to 'target', waiting for the move; returns its journal
+ * entry as jsonb.
+ */
+Datum
+collegedb_reassign_shard(PG_FUNCTION_ARGS)
+{
+	char	   *key = ArgText(fcinfo, 0, "key");
+	char	   *target = ArgText(fcinfo, 1, "target shard");
+	bool		force = PG_ARGISNULL(2) ? false : PG_GETARG_BOOL(2);
+	char	   *state;
+	Jsonb	   *result;
+	int64		id;
+
+	const CdShard *from;
+	const CdShard *to;
+
+	/* the job checks again; here the errors keep their own codes */
+	MoveEndpoints(key, target, force, &from, &to);
+	if (from == to)
+	{
+		StringInfoData same;
+
+		initStringInfo(&same);
+		appendStringInfoString(&same, "{\"moved\": false, \"shard\": ");
+		escape_json(&same, to->name);
+		appendStringInfoChar(&same, '}');
+		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(same.data)));
+	}
+	id = JobLaunchAndWait('m', NULL, key, target, force, 0);
+	ensure_job_succeeded(id, &state, &result);
+	PG_RETURN_JSONB_P(result);
+}
+
+/*
+ * collegedb_rebalance moves every key of a registered table whose shard is
+ * not its target (see jobs.c), waiting for the job; a dry run only counts.
+ */
+Datum
+collegedb_rebalance(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *table_name = ArgText(fcinfo, 0, "table name");
+	bool		dry_run = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	ensure_concurrency(fcinfo, 2);
+	InitMaterializedSRF(fcinfo, 0);
+	if (dry_run)
+	{
+		JobPlan    *plan = RebalancePlan(table_name);
+
+		values[0] = Int64GetDatum(plan->examined);
+		values[1] = Int64GetDatum(plan->agreed);
+		values[2] = Int64GetDatum(list_length(plan->moves));
+		values[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
+	}
+	else
+	{
+		int64		id;
+		char	   *state;
+		Jsonb	   *result;
+		Oid			types[1] = {INT8OID};
+		Datum		args[1];
+		bool		isnull;
+
+		/* the plan's checks, here, so that errors come with their own codes */
+		(void) RebalancePlan(table_name);
+		id = JobLaunchAndWait('r', table_name, NULL, NULL, false,
+							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2));
+		ensure_job_succeeded(id, &state, &result);
+		args[0] = Int64GetDatum(id);
+		SPI_connect();
+		if (SPI_execute_with_args("SELECT j.examined, j.agreed, j.moved, "
+								  "coalesce((SELECT jsonb_agg(jsonb_build_object('key', key, 'error', error) "
+								  "ORDER BY key) FROM collegedb.job_key WHERE job_id = $1 AND state = 'failed'), "
+								  "'[]') FROM collegedb.jobs j WHERE j.id = $1",
+								  1, types, args, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not read job " INT64_FORMAT, id);
+		for (int i = 0; i < 4; i++)
+			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull);
+		values[3] = PointerGetDatum(DatumGetJsonbPCopy(values[3]));
+		SPI_finish();
+	}
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * collegedb_schedule_rebalance queues a rebalance for the coordinator and
+ * returns its job id at once.
+ */
+Datum
+collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
+{
+	char	   *table_name = ArgText(fcinfo, 0, "table name");
+	Oid			types[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+	char		nulls[3] = "  ";
+	bool		isnull;
+	int64		id;
+
+	EnsurePreloaded("collegedb.schedule_rebalance()");
+	ensure_concurrency(fcinfo, 1);
+	(void) RebalancePlan(table_name);
+	values[0] = CStringGetTextDatum(table_name);
+	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
+	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
+	SPI_connect();
+	if (SPI_execute_with_args("INSERT INTO collegedb.job (kind, table_name, concurrency, owner) "
+							  "VALUES ('rebalance', $1, $2, current_user::regrole) RETURNING id",
+							  2, types, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not schedule the rebalance");
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	PG_RETURN_INT64(id);
+}
+
+/*
+ * collegedb_wait_for_job waits until a job has ended, or the timeout has
+ * passed, and returns its row of collegedb.jobs.  Each look takes a new
+ * snapshot (in READ COMMITTED), so the job's progress is seen.
+ */
+Datum
+collegedb_wait_for_job(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
+	TimestampTz deadline = 0;
+	TupleDesc	desc;
+	HeapTuple	tuple = NULL;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "wait_for_job must return a row");
+	if (timeout)
+		deadline = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+														   TimestampTzGetDatum(GetCurrentTimestamp()),
+														   IntervalPGetDatum(timeout)));
+	for (;;)
+	{
+		Oid			types[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(id)};
+		bool		ended;
+
+		SPI_connect();
+		if (SPI_execute_with_args("SELECT * FROM collegedb.jobs WHERE id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read job " INT64_FORMAT, id);
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("job " INT64_FORMAT " does not exist", id)));
+		tuple = SPI_copytuple(SPI_tuptable->vals[0]);
+		ended = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									SPI_fnumber(SPI_tuptable->tupdesc, "state")), "queued") != 0 &&
+			strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								SPI_fnumber(SPI_tuptable->tupdesc, "state")), "running") != 0;
+		SPI_finish();
+		if (ended || (deadline && GetCurrentTimestamp() >= deadline))
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_RETURN_DATUM(heap_copy_tuple_as_datum(tuple, BlessTupleDesc(desc)));
+}

@@ -1,0 +1,702 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobs.c
+ *	  Jobs: a single move (reassign_shard) or a rebalance of a table, run
+ *	  by background workers.
+ *
+ * A rebalance examines the distinct keys of the table on every readable
+ * shard, computes each key's target among the shards that take keys (the
+ * current strategy; under computed placement the newest epoch's owner),
+ * and records the keys whose shard differs in collegedb.job_key.  Then
+ * 'concurrency' workers (this one and dynamic "collegedb mover" workers)
+ * claim those keys one at a time (FOR UPDATE SKIP LOCKED) and move them; a
+ * failure is recorded with its error and the others go on.  A cancel is
+ * noticed between keys, so no key is left half-moved.  Keys already on
+ * their target are "agreed" and never touched, so a second pass after an
+ * interruption finishes the first.
+ *
+ * Synchronous calls (reassign_shard, rebalance) hand their job to a
+ * dynamic worker, because every journal step must commit on its own,
+ * which the caller's transaction cannot do; the caller waits for it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "catalog/config.h"
+#include "catalog/epochs.h"
+#include "catalog/tables.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+#include "placement/hash.h"
+#include "placement/strategy.h"
+#include "remote/fanout.h"
+#include "router/router.h"
+#include "worker/worker.h"
+
+/* what a synchronous caller hands its job worker */
+typedef struct JobRequest
+{
+	Oid			database;
+	Oid			owner;
+	char		kind;			/* 'm'ove or 'r'ebalance */
+	bool		force;
+	int			concurrency;
+	int64		job_id;			/* set by the worker */
+	char		error[256];		/* set by the worker if it could not start */
+	int			table_off;		/* offsets into data, -1: none */
+	int			key_off;
+	int			target_off;
+	char		data[FLEXIBLE_ARRAY_MEMBER];
+} JobRequest;
+
+static uint64
+spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/*
+ * pick_target returns where a key should live: under computed placement
+ * its owner in the newest epoch; otherwise the strategy's pick among the
+ * shards that take keys, except that strategies which do not follow from
+ * the key (round-robin, random) leave a key on a shard that takes keys.
+ */
+static const CdShard *
+pick_target(const char *key, const CdShard *current, const CdShard **shards, int n)
+{
+	const CdConfig *config = ConfigGet();
+	CdPickContext ctx;
+
+	ctx.key = pg_server_to_any(key, strlen(key), PG_UTF8);
+	ctx.key_len = strlen(ctx.key);
+	ctx.target_region = config->target_region[0] ? config->target_region : NULL;
+	ctx.ticket = 0;
+
+	if (config->computed)
+	{
+		CdEpoch    *newest = linitial(EpochList());
+		int			owner = PlacementRendezvousOwner(ctx.key, ctx.key_len,
+													 newest->shards_utf8, newest->nshards);
+
+		return ShardLookup(newest->shards[owner]);
+	}
+	if (config->write_strategy == CD_STRATEGY_ROUND_ROBIN ||
+		config->write_strategy == CD_STRATEGY_RANDOM)
+	{
+		for (int i = 0; i < n; i++)
+			if (shards[i] == current)
+				return current;
+		return PlacementPick(CD_STRATEGY_HASH, shards, n, &ctx);
+	}
+	return PlacementPick(config->write_strategy, shards, n, &ctx);
+}
+
+/*
+ * RebalancePlan examines a registered table's keys on every readable shard
+ * and returns which of them must move where.  Reads only.
+ */
+JobPlan *
+RebalancePlan(const char *table_name)
+{
+	JobPlan    *plan = palloc0(sizeof(JobPlan));
+	CdTable    *table = NULL;
+	const CdShard **set;
+	const CdShard **eligible;
+	CdFanoutShard *found;
+	CaptureRowSink *sinks;
+	int			n,
+				neligible = 0;
+	ListCell   *lc;
+
+	foreach(lc, RegisteredTables())
+		if (strcmp(((CdTable *) lfirst(lc))->name, table_name) == 0)
+			table = lfirst(lc);
+	if (table == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s\" is not registered", table_name),
+				 errhint("Register it with collegedb.register_table(table_name, key_column).")));
+	if (ConfigGet()->computed && EpochList() == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
+				 errmsg("computed placement has no published epoch")));
+
+	set = FanoutReadSet(&n);
+	eligible = palloc(sizeof(CdShard *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		if (RouterShardTakesKeys(set[i]) && RouterShardEligible(set[i], "allocate", NULL))
+			eligible[neligible++] = set[i];
+	if (neligible == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
+				 errmsg("no shard can take keys, so there is nowhere to rebalance to")));
+
+	/* the distinct keys of the table, on every shard at once */
+	found = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+	sinks = palloc0(sizeof(CaptureRowSink) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		CaptureRowSinkInit(&sinks[i]);
+		found[i].shard = set[i];
+		found[i].sink = &sinks[i].base;
+	}
+	/* one fan-out per dialect: identifiers quote differently */
+	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	{
+		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
+		char	   *sql = psprintf("SELECT DISTINCT %s FROM %s",
+								   adapter->quote_ident(table->key_column),
+								   adapter->quote_ident(table->name));
+		CdFanoutShard *part = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+		int			m = 0;
+
+		for (int i = 0; i < n; i++)
+			if (set[i]->dialect == (CdDialect) d)
+				part[m++] = found[i];
+		FanoutRun(part, m, sql, 0, NULL, false);
+		for (int i = 0, j = 0; i < n; i++)
+			if (set[i]->dialect == (CdDialect) d)
+				found[i] = part[j++];
+	}
+	for (int i = 0; i < n; i++)
+		if (!found[i].ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_CD_JOB_FAILED),
+					 errmsg("could not read the keys of table \"%s\" on shard \"%s\": %s",
+							table_name, set[i]->name, found[i].error)));
+
+	for (int i = 0; i < n; i++)
+	{
+		foreach(lc, sinks[i].rows)
+		{
+			CdParam    *row = lfirst(lc);
+			const char *key;
+			const CdShard *current = set[i];
+			const CdShard *mapped;
+			const CdShard *target;
+			JobKey	   *jk;
+
+			if (row[0].kind == CD_VALUE_NULL)
+				continue;
+			key = row[0].str;
+			plan->examined++;
+			/* a key is where its mapping says, when it has one */
+			if (RouterFindMapping(key, strlen(key), &mapped))
+			{
+				if (mapped != set[i])
+				{
+					/* a copy left behind elsewhere: counted where it is mapped */
+					plan->examined--;
+					continue;
+				}
+				current = mapped;
+			}
+			target = pick_target(key, current, eligible, neligible);
+			if (target == current)
+			{
+				plan->agreed++;
+				continue;
+			}
+			jk = palloc(sizeof(JobKey));
+			jk->key = pstrdup(key);
+			jk->source = current;
+			jk->target = target;
+			plan->moves = lappend(plan->moves, jk);
+		}
+	}
+	return plan;
+}
+
+/*
+ * move_one moves one key under the current job; errors go to the caller.
+ */
+static void
+move_one(int64 job_id, const char *key, const char *source, const char *target)
+{
+	int64		move_id;
+
+	WorkerBegin();
+	move_id = MoveStart(job_id, key, source, target);
+	WorkerCommit();
+	MoveRun(move_id);
+}
+
+/*
+ * claim_and_move claims the job's pending keys one at a time and moves
+ * them, recording each outcome, until none is left or the job is
+ * cancelled.
+ */
+static void
+claim_and_move(int64 job_id)
+{
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
+												  "collegedb mover",
+												  ALLOCSET_DEFAULT_SIZES);
+
+	for (;;)
+	{
+		Oid			types[3] = {INT8OID, TEXTOID, TEXTOID};
+		Datum		values[3];
+		char	   *key,
+				   *source,
+				   *target;
+		MemoryContext old;
+
+		MemoryContextReset(context);
+		WorkerBegin();
+		values[0] = Int64GetDatum(job_id);
+		if (spi_exec("SELECT 1 FROM collegedb.job WHERE id = $1 AND NOT cancel_requested",
+					 1, types, values, NULL) == 0 ||
+			spi_exec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
+					 "(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
+					 "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING key, source, target",
+					 1, types, values, NULL) == 0)
+		{
+			WorkerCommit();
+			break;
+		}
+		old = MemoryContextSwitchTo(context);
+		key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		source = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		MemoryContextSwitchTo(old);
+		WorkerCommit();
+
+		PG_TRY();
+		{
+			move_one(job_id, key, source, target);
+			WorkerBegin();
+			values[1] = CStringGetTextDatum(key);
+			spi_exec("UPDATE collegedb.job_key SET state = 'moved' WHERE job_id = $1 AND key = $2",
+					 2, types, values, NULL);
+			WorkerCommit();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(context);
+			edata = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			WorkerBegin();
+			values[1] = CStringGetTextDatum(key);
+			values[2] = CStringGetTextDatum(edata->message);
+			spi_exec("UPDATE collegedb.job_key SET state = 'failed', error = $3 "
+					 "WHERE job_id = $1 AND key = $2", 3, types, values, NULL);
+			spi_exec("UPDATE collegedb.move SET error = $3, lease_until = now() "
+					 "WHERE key = $2 AND step NOT IN ('done', 'failed')", 3, types, values, NULL);
+			WorkerCommit();
+		}
+		PG_END_TRY();
+	}
+	MemoryContextDelete(context);
+}
+
+/*
+ * launch_movers starts up to n dynamic mover workers for a job; returns
+ * their handles (fewer when the server has no free worker slot).
+ */
+static List *
+launch_movers(int64 job_id, int n)
+{
+	List	   *handles = NIL;
+
+	for (int i = 0; i < n; i++)
+	{
+		BackgroundWorker worker;
+		BackgroundWorkerHandle *handle;
+		Oid			ids[2] = {MyDatabaseId, GetUserId()};
+
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = BGW_NEVER_RESTART;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "collegedb");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "collegedb_mover_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "collegedb mover for job %ld", (long) job_id);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "collegedb mover");
+		worker.bgw_main_arg = Int64GetDatum(job_id);
+		memcpy(worker.bgw_extra, ids, sizeof(ids));
+		worker.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+			break;
+		handles = lappend(handles, handle);
+	}
+	return handles;
+}
+
+/*
+ * finish_job records a job's end.
+ */
+static void
+finish_job(int64 job_id, const char *state, const char *result, const char *error)
+{
+	Oid			types[4] = {INT8OID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[5] = "    ";
+
+	values[0] = Int64GetDatum(job_id);
+	values[1] = CStringGetTextDatum(state);
+	values[2] = result ? DirectFunctionCall1(jsonb_in, CStringGetDatum(result)) : (Datum) 0;
+	nulls[2] = result ? ' ' : 'n';
+	values[3] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	nulls[3] = error ? ' ' : 'n';
+	spi_exec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
+			 "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), last_error = $4, "
+			 "finished_at = now() WHERE id = $1", 4, types, values, nulls);
+}
+
+/*
+ * run_rebalance plans a rebalance, records the keys to move, and moves
+ * them with 'concurrency' workers.
+ */
+static void
+run_rebalance(int64 job_id, const char *table_name, int concurrency)
+{
+	JobPlan    *plan;
+	Oid			types[4] = {INT8OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+	List	   *movers;
+	ListCell   *lc;
+	StringInfoData result;
+
+	WorkerBegin();
+	plan = RebalancePlan(table_name);
+	values[0] = Int64GetDatum(job_id);
+	foreach(lc, plan->moves)
+	{
+		JobKey	   *jk = lfirst(lc);
+
+		values[1] = CStringGetTextDatum(jk->key);
+		values[2] = CStringGetTextDatum(jk->source->name);
+		values[3] = CStringGetTextDatum(jk->target->name);
+		spi_exec("INSERT INTO collegedb.job_key (job_id, key, source, target) VALUES ($1, $2, $3, $4) "
+				 "ON CONFLICT DO NOTHING", 4, types, values, NULL);
+	}
+	initStringInfo(&result);
+	appendStringInfo(&result, "{\"agreed\": " INT64_FORMAT "}", plan->agreed);
+	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(result.data));
+	types[1] = JSONBOID;
+	spi_exec("UPDATE collegedb.job SET result = $2 WHERE id = $1", 2, types, values, NULL);
+	WorkerCommit();
+
+	movers = launch_movers(job_id, Min(concurrency, list_length(plan->moves)) - 1);
+	claim_and_move(job_id);
+	foreach(lc, movers)
+		(void) WaitForBackgroundWorkerShutdown(lfirst(lc));
+}
+
+/*
+ * MoveEndpoints finds where a key lives now and checks the target it is
+ * to move to: a registered shard that takes keys (unless forced).  A key
+ * collegedb cannot place is MAPPING_NOT_FOUND.
+ */
+void
+MoveEndpoints(const char *key, const char *target_name, bool force,
+			  const CdShard **source, const CdShard **target)
+{
+	CdRoute		route;
+	int			hops;
+
+	*target = ShardLookup(target_name);
+	if (!force && !RouterShardTakesKeys(*target))
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
+				 errmsg("shard \"%s\" does not take keys", target_name),
+				 errhint("Moves go only to active, writable shards; pass force => true to move anyway.")));
+	route = RouterResolve(key, strlen(key), false, false);
+	if (route.source == CD_ROUTE_STRATEGY)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
+				 errmsg("key \"%s\" has no mapping", key)));
+	*source = route.shard;
+	if (route.source == CD_ROUTE_COMPUTED)
+	{
+		int			where = RouterProbeKey(key, strlen(key), route.candidates, route.ncandidates);
+
+		if (where < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
+					 errmsg("key \"%s\" was found on none of its shards", key)));
+		*source = route.candidates[where];
+	}
+	*source = RouterFollowTombstones(*source, key, strlen(key), &hops);
+}
+
+/*
+ * run_move moves one key where the job says.
+ */
+static char *
+run_move(int64 job_id, const char *key, const char *target_name, bool force)
+{
+	const CdShard *target;
+	const CdShard *source;
+	int64		move_id;
+	char	   *result;
+	bool		isnull;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1];
+
+	WorkerBegin();
+	MoveEndpoints(key, target_name, force, &source, &target);
+	if (source == target)
+	{
+		StringInfoData same;
+
+		initStringInfo(&same);
+		appendStringInfoString(&same, "{\"moved\": false, \"shard\": ");
+		escape_json(&same, target->name);
+		appendStringInfoChar(&same, '}');
+		result = MemoryContextStrdup(TopMemoryContext, same.data);
+		WorkerCommit();
+		return result;
+	}
+	move_id = MoveStart(job_id, key, source->name, target->name);
+	WorkerCommit();
+
+	MoveRun(move_id);
+
+	WorkerBegin();
+	values[0] = Int64GetDatum(move_id);
+	spi_exec("SELECT jsonb_build_object('moved', true, 'move_id', id, 'from', source, 'to', target, "
+			 "'rows', rows)::text FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
+	result = MemoryContextStrdup(TopMemoryContext,
+								 TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0],
+																   SPI_tuptable->tupdesc, 1, &isnull)));
+	WorkerCommit();
+	return result;
+}
+
+/*
+ * JobRun runs a job to its end and records how it ended.  Must be called
+ * outside a transaction, as the job's owner.
+ */
+void
+JobRun(int64 job_id)
+{
+	MemoryContext context = CurrentMemoryContext;
+	char	   *kind,
+			   *table_name,
+			   *key,
+			   *target;
+	bool		force;
+	int			concurrency;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	bool		isnull;
+
+	WorkerBegin();
+	if (spi_exec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
+				 "lease_pid = pg_backend_pid() WHERE id = $1 AND state IN ('queued', 'running') "
+				 "RETURNING kind, table_name, key, target, force, "
+				 "coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
+				 1, types, values, NULL) == 0)
+	{
+		WorkerCommit();
+		return;
+	}
+	MemoryContextSwitchTo(context);
+	kind = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	table_name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+	force = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	concurrency = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
+	WorkerCommit();
+	MemoryContextSwitchTo(context);
+
+	PG_TRY();
+	{
+		char	   *result = NULL;
+
+		if (strcmp(kind, "move") == 0)
+			result = run_move(job_id, key, target, force);
+		else
+			run_rebalance(job_id, table_name, concurrency);
+		WorkerBegin();
+		finish_job(job_id, "done", result, NULL);
+		WorkerCommit();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		WorkerBegin();
+		finish_job(job_id, "failed", NULL, edata->message);
+		WorkerCommit();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * worker_connect sets a job worker up: signals, and a connection to the
+ * database as the role whose user mappings the job uses.
+ */
+static void
+worker_connect(Oid database, Oid owner)
+{
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(database, owner, 0);
+	/* a worker must not hang on a lock forever */
+	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * collegedb_job_main is a synchronous caller's job worker: it records the
+ * requested job, tells the caller its id, and runs it.
+ */
+void
+collegedb_job_main(Datum arg)
+{
+	dsm_segment *seg;
+	JobRequest *req;
+	Oid			types[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID};
+	Datum		values[6];
+	char		nulls[7] = "      ";
+	bool		isnull;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "collegedb job");
+	seg = dsm_attach(DatumGetUInt32(arg));
+	if (seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not map the job request")));
+	req = dsm_segment_address(seg);
+	worker_connect(req->database, req->owner);
+	pgstat_report_appname("collegedb job");
+
+	WorkerBegin();
+	values[0] = CStringGetTextDatum(req->kind == 'm' ? "move" : "rebalance");
+	values[1] = req->table_off >= 0 ? CStringGetTextDatum(req->data + req->table_off) : (Datum) 0;
+	nulls[1] = req->table_off >= 0 ? ' ' : 'n';
+	values[2] = req->key_off >= 0 ? CStringGetTextDatum(req->data + req->key_off) : (Datum) 0;
+	nulls[2] = req->key_off >= 0 ? ' ' : 'n';
+	values[3] = req->target_off >= 0 ? CStringGetTextDatum(req->data + req->target_off) : (Datum) 0;
+	nulls[3] = req->target_off >= 0 ? ' ' : 'n';
+	values[4] = BoolGetDatum(req->force);
+	values[5] = Int32GetDatum(req->concurrency);
+	nulls[5] = req->concurrency > 0 ? ' ' : 'n';
+	spi_exec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, state) "
+			 "VALUES ($1, $2, $3, $4, $5, $6, current_user::regrole, 'running') RETURNING id",
+			 6, types, values, nulls);
+	req->job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	WorkerCommit();
+
+	JobRun(req->job_id);
+	dsm_detach(seg);
+	proc_exit(0);
+}
+
+/*
+ * collegedb_mover_main is one of a rebalance's extra movers.
+ */
+void
+collegedb_mover_main(Datum arg)
+{
+	Oid			ids[2];
+
+	memcpy(ids, MyBgworkerEntry->bgw_extra, sizeof(ids));
+	worker_connect(ids[0], ids[1]);
+	pgstat_report_appname("collegedb mover");
+	claim_and_move(DatumGetInt64(arg));
+	proc_exit(0);
+}
+
+/*
+ * JobLaunchAndWait hands a job to a dynamic worker and waits until it has
+ * run; returns the job's id.  The caller reads the outcome from
+ * collegedb.job.
+ */
+int64
+JobLaunchAndWait(char kind, const char *table_name, const char *key,
+				 const char *target, bool force, int concurrency)
+{
+	Size		len = offsetof(JobRequest, data);
+	int			off = 0;
+	dsm_segment *seg;
+	JobRequest *req;
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	pid_t		pid;
+	int64		job_id;
+
+	EnsurePreloaded(kind == 'm' ? "collegedb.reassign_shard()" : "collegedb.rebalance()");
+	len += (table_name ? strlen(table_name) + 1 : 0) + (key ? strlen(key) + 1 : 0) +
+		(target ? strlen(target) + 1 : 0);
+	seg = dsm_create(len, 0);
+	req = dsm_segment_address(seg);
+	memset(req, 0, offsetof(JobRequest, data));
+	req->database = MyDatabaseId;
+	req->owner = GetUserId();
+	req->kind = kind;
+	req->force = force;
+	req->concurrency = concurrency;
+	req->job_id = 0;
+#define PUT(field, s) \
+	do { \
+		if (s) { req->field = off; strcpy(req->data + off, s); off += strlen(s) + 1; } \
+		else req->field = -1; \
+	} while (0)
+	PUT(table_off, table_name);
+	PUT(key_off, key);
+	PUT(target_off, target);
+#undef PUT
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "collegedb");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "collegedb_job_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "collegedb job for pid %d", MyProcPid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "collegedb job");
+	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+	worker.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start a background worker for the job"),
+				 errhint("Raise max_worker_processes.")));
+	if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("the job's background worker did not start")));
+	(void) WaitForBackgroundWorkerShutdown(handle);
+	job_id = req->job_id;
+	dsm_detach(seg);
+	if (job_id == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("the job's background worker could not record the job"),
+				 errhint("The server log says why.")));
+	return job_id;
+}
