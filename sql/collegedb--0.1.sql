@@ -876,3 +876,226 @@ CREATE FUNCTION collegedb.all_by_lookup_key(lookup_key text, sql text, VARIADIC 
 RETURNS SETOF jsonb
 AS 'MODULE_PATHNAME', 'collegedb_all_by_lookup_key'
 LANGUAGE C;
+
+/* Privileges (issue 10) */
+
+/*
+ * A role-neutral grant model (README "Security").  The extension creates no
+ * role: PUBLIC may use nothing but the pure hash functions, and a superuser
+ * grants one of two sets to the roles that need it, with
+ * collegedb.grant_routing(role) (applications) and collegedb.grant_admin(role)
+ * (administrators), or with the GRANTs those functions issue.
+ *
+ * The catalog tables stay the extension owner's: nobody else holds a
+ * privilege on them, so they are written only through collegedb's
+ * functions.  The C functions run their catalog statements with the owner's
+ * rights (catalog/catalog.c) and otherwise as the caller, so that shard
+ * connections always use the caller's user mapping; the PL/pgSQL and SQL
+ * functions that read or write the tables are SECURITY DEFINER with
+ * search_path = pg_catalog, pg_temp, and connect to no shard.
+ *
+ * Keep this section last: its REVOKEs cover every object created above
+ * them, so new functions go above it, and into a set below when roles other
+ * than the owner use them (sql/security.sql lists who may run what, so a new
+ * function shows up there).
+ */
+
+REVOKE ALL ON SCHEMA collegedb FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA collegedb FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA collegedb FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA collegedb FROM PUBLIC;
+
+-- pure functions of their arguments (the CHECK on collegedb.epoch uses one)
+GRANT EXECUTE ON FUNCTION
+    collegedb.rendezvous_score(text, text),
+    collegedb.rendezvous_owner(text, text[]),
+    collegedb.jump_bucket(text, integer),
+    collegedb.slot_of(text, integer),
+    collegedb.is_sorted_set(text[])
+  TO PUBLIC;
+
+/*
+ * privilege_set lists the objects of one grant set, 'routing' or 'admin':
+ * functions (every overload of the name) and views.  A name that does not
+ * exist (yet) is skipped by the functions that use the list.
+ */
+CREATE FUNCTION collegedb.privilege_set(kind text)
+RETURNS TABLE (object_type text, name text)
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.object_type, s.name
+      FROM (VALUES
+        -- routing: statements by key, lookup keys, where a key goes
+        ('routing', 'function', 'run'),
+        ('routing', 'function', 'all'),
+        ('routing', 'function', 'all_json'),
+        ('routing', 'function', 'first'),
+        ('routing', 'function', 'fanout'),
+        ('routing', 'function', 'first_by_lookup_key'),
+        ('routing', 'function', 'all_by_lookup_key'),
+        ('routing', 'function', 'add_lookup_keys'),
+        ('routing', 'function', 'get_lookup_keys'),
+        ('routing', 'function', 'shard_for_key'),
+        ('routing', 'function', 'route'),
+        ('routing', 'function', 'mapping_key'),
+        ('routing', 'function', 'connections'),
+        ('routing', 'function', 'cache_stats'),
+        ('routing', 'view', 'shards'),
+        ('routing', 'view', 'settings'),
+        ('routing', 'view', 'epochs'),
+        ('routing', 'view', 'tables'),
+        -- admin: shards, settings, mappings, tables, moves and jobs,
+        -- statements on named shards, statistics, this session's connections
+        ('admin', 'function', 'add_shard'),
+        ('admin', 'function', 'drop_shard'),
+        ('admin', 'function', 'set_shard_state'),
+        ('admin', 'function', 'configure'),
+        ('admin', 'function', 'reset_setting'),
+        ('admin', 'function', 'publish_eligibility'),
+        ('admin', 'function', 'register_table'),
+        ('admin', 'function', 'unregister_table'),
+        ('admin', 'function', 'set_mapping'),
+        ('admin', 'function', 'update_mapping'),
+        ('admin', 'function', 'delete_mapping'),
+        ('admin', 'function', 'keys_for_shard'),
+        ('admin', 'function', 'reassign_shard'),
+        ('admin', 'function', 'rebalance'),
+        ('admin', 'function', 'schedule_rebalance'),
+        ('admin', 'function', 'wait_for_job'),
+        ('admin', 'function', 'cancel_job'),
+        ('admin', 'function', 'run_on_shard'),
+        ('admin', 'function', 'all_on_shard'),
+        ('admin', 'function', 'run_on_all'),
+        ('admin', 'function', 'shard_stats'),
+        ('admin', 'function', 'database_size'),
+        ('admin', 'function', 'shard_activity'),
+        ('admin', 'function', 'disconnect'),
+        ('admin', 'function', 'disconnect_all'),
+        ('admin', 'function', 'connections'),
+        ('admin', 'function', 'mapping_key'),
+        ('admin', 'view', 'shards'),
+        ('admin', 'view', 'settings'),
+        ('admin', 'view', 'epochs'),
+        ('admin', 'view', 'tables'),
+        ('admin', 'view', 'jobs'),
+        ('admin', 'view', 'moves')
+      ) AS s(kind, object_type, name)
+     WHERE s.kind = privilege_set.kind
+$$;
+
+/*
+ * The SQL and PL/pgSQL functions that read or write the catalog tables for
+ * the roles granted them run as the extension owner.  They take only
+ * values, set search_path, and run no code a caller chose (configure's
+ * eligibility predicate runs as the caller: see CatalogCallerId).
+ */
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'collegedb'::regnamespace
+           AND p.proname IN ('configure', 'reset_setting', 'register_table', 'unregister_table',
+                             'set_mapping', 'add_lookup_keys', 'get_lookup_keys',
+                             'update_mapping', 'delete_mapping', 'keys_for_shard',
+                             'cancel_job')
+           AND p.prolang IN (SELECT l.oid FROM pg_catalog.pg_language l
+                              WHERE l.lanname IN ('sql', 'plpgsql'))
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
+    END LOOP;
+END
+$$;
+
+/*
+ * change_privileges grants ('GRANT') or revokes ('REVOKE') one set to or
+ * from a role: USAGE on the schema, EXECUTE on the set's functions, SELECT
+ * on its views.  A revoke keeps what the role's other set also holds, and
+ * USAGE while the role keeps any collegedb function.  The caller needs the
+ * grant option (a superuser, or the extension owner).
+ */
+CREATE FUNCTION collegedb.change_privileges(action text, kind text, role regrole)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    other text := CASE kind WHEN 'routing' THEN 'admin' ELSE 'routing' END;
+    keep text[] := '{}';
+    target record;
+BEGIN
+    IF action IS NULL OR action NOT IN ('GRANT', 'REVOKE') OR kind IS NULL
+       OR kind NOT IN ('routing', 'admin') THEN
+        RAISE EXCEPTION 'invalid privilege change: % %', action, kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF action = 'GRANT' THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA collegedb TO %s', role);
+    ELSIF EXISTS (SELECT 1
+                    FROM collegedb.privilege_set(other) s
+                    JOIN pg_proc p ON p.proname = s.name
+                                  AND p.pronamespace = 'collegedb'::regnamespace,
+                         aclexplode(p.proacl) a
+                   WHERE s.object_type = 'function' AND a.grantee = role
+                     AND NOT s.name IN (SELECT name FROM collegedb.privilege_set(kind))) THEN
+        keep := ARRAY(SELECT name FROM collegedb.privilege_set(other));
+    END IF;
+    FOR target IN
+        SELECT 'EXECUTE' AS privilege, format('FUNCTION %s', p.oid::regprocedure) AS object
+          FROM collegedb.privilege_set(kind) s
+          JOIN pg_proc p ON p.proname = s.name AND p.pronamespace = 'collegedb'::regnamespace
+         WHERE s.object_type = 'function' AND NOT s.name = ANY (keep)
+        UNION ALL
+        SELECT 'SELECT', format('TABLE %s', c.oid::regclass)
+          FROM collegedb.privilege_set(kind) s
+          JOIN pg_class c ON c.relname = s.name AND c.relnamespace = 'collegedb'::regnamespace
+         WHERE s.object_type = 'view' AND c.relkind = 'v' AND NOT s.name = ANY (keep)
+    LOOP
+        EXECUTE format('%s %s ON %s %s %s', action, target.privilege, target.object,
+                       CASE action WHEN 'GRANT' THEN 'TO' ELSE 'FROM' END, role);
+    END LOOP;
+    IF action = 'REVOKE' AND NOT EXISTS (
+           SELECT 1 FROM pg_proc p, aclexplode(p.proacl) a
+            WHERE p.pronamespace = 'collegedb'::regnamespace AND a.grantee = role) THEN
+        EXECUTE format('REVOKE USAGE ON SCHEMA collegedb FROM %s', role);
+    END IF;
+END
+$$;
+
+CREATE FUNCTION collegedb.grant_routing(role regrole)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT collegedb.change_privileges('GRANT', 'routing', role) $$;
+
+CREATE FUNCTION collegedb.revoke_routing(role regrole)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT collegedb.change_privileges('REVOKE', 'routing', role) $$;
+
+CREATE FUNCTION collegedb.grant_admin(role regrole)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT collegedb.change_privileges('GRANT', 'admin', role) $$;
+
+CREATE FUNCTION collegedb.revoke_admin(role regrole)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT collegedb.change_privileges('REVOKE', 'admin', role) $$;
+
+REVOKE ALL ON FUNCTION
+    collegedb.privilege_set(text),
+    collegedb.change_privileges(text, text, regrole),
+    collegedb.grant_routing(regrole),
+    collegedb.revoke_routing(regrole),
+    collegedb.grant_admin(regrole),
+    collegedb.revoke_admin(regrole)
+  FROM PUBLIC;

@@ -134,11 +134,18 @@ typedef struct CdConnOption
 	bool		from_user_mapping;
 } CdConnOption;
 
+/*
+ * CdConnInfo is what connect gets.  'require_password': the remote layer's
+ * password rule (postgres_fdw's) applies; an adapter that can tell whether
+ * the server asked for a password (libpq) refuses the connection with
+ * SQLSTATE 2F003 when it did not.
+ */
 typedef struct CdConnInfo
 {
 	const char *shard;			/* server name, for messages */
 	int			noptions;
 	const CdConnOption *options;
+	bool		require_password;
 } CdConnInfo;
 
 /*

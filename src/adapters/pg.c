@@ -212,6 +212,16 @@ pg_connect(const CdConnInfo *info, CdRemoteError *err)
 		return NULL;
 	}
 
+	/* postgres_fdw's rule: see remote/connection.c */
+	if (info->require_password && !PQconnectionUsedPassword(conn))
+	{
+		PQfinish(conn);
+		AdapterSetError(err, "2F003", true, "password is required",
+						"Non-superuser cannot connect if the server does not request a password.",
+						"Target server's authentication method must be changed or set the password_required=false in the user mapping attributes.");
+		return NULL;
+	}
+
 	handle = malloc(sizeof(PgHandle));
 	if (handle == NULL)
 	{

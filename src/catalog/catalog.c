@@ -13,16 +13,32 @@
  * sends nothing.  The caches themselves live beside their readers
  * (shards.c, config.c, router/mapping_cache.c).
  *
+ * The tables belong to the role that created the extension, and nobody
+ * else holds a privilege on them: roles granted collegedb's functions
+ * reach them only through those functions.  Reads by index scan check no
+ * privilege; statements through SPI do, so every SPI statement on a
+ * catalog table runs between CatalogAccessBegin and CatalogAccessEnd, with
+ * the owner's rights and a search_path that only holds pg_catalog (the
+ * statements name their tables with the schema; operators and functions
+ * must not resolve to the caller's objects while the owner's rights are
+ * in force).  Remote work never happens in between: shard connections
+ * always use the calling role's user mapping.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "commands/trigger.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
@@ -40,6 +56,7 @@ static const char *const rel_names[CD_REL_COUNT] = {
 };
 
 static Oid	rel_oids[CD_REL_COUNT];
+static Oid	catalog_owner = InvalidOid;
 
 static void
 catalog_relcache_callback(Datum arg, Oid relid)
@@ -49,6 +66,7 @@ catalog_relcache_callback(Datum arg, Oid relid)
 		if (relid == InvalidOid || relid == rel_oids[i])
 		{
 			memset(rel_oids, 0, sizeof(rel_oids));
+			catalog_owner = InvalidOid;
 			return;
 		}
 	}
@@ -111,6 +129,74 @@ void
 CatalogReleaseSnapshot(Snapshot snapshot)
 {
 	UnregisterSnapshot(snapshot);
+}
+
+/*
+ * CatalogOwner returns the owner of collegedb's catalog tables: the role
+ * that created the extension.
+ */
+Oid
+CatalogOwner(void)
+{
+	if (!OidIsValid(catalog_owner))
+	{
+		Oid			relid = CatalogRelid(CD_REL_SHARD);
+		HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+
+		if (!HeapTupleIsValid(tp))
+			elog(ERROR, "cache lookup failed for relation %u", relid);
+		catalog_owner = ((Form_pg_class) GETSTRUCT(tp))->relowner;
+		ReleaseSysCache(tp);
+	}
+	return catalog_owner;
+}
+
+/*
+ * CatalogCallerId returns the role on whose behalf collegedb runs user
+ * code (the eligibility predicate): the current user, except inside one
+ * of collegedb's SECURITY DEFINER functions (they run as the catalog
+ * owner), where it is the role that called them.  collegedb thus never
+ * runs code that a role chose with more rights than that role has.
+ */
+Oid
+CatalogCallerId(void)
+{
+	Oid			userid = GetUserId();
+
+	if (InLocalUserIdChange() && userid == CatalogOwner())
+		return GetOuterUserId();
+	return userid;
+}
+
+/*
+ * CatalogAccessBegin gives the SPI statements that follow the catalog
+ * owner's rights, with search_path = pg_catalog, pg_temp, until
+ * CatalogAccessEnd.  The owner's rights end with the (sub)transaction if
+ * an error comes first.
+ */
+void
+CatalogAccessBegin(CdCatalogAccess *save)
+{
+	Oid			owner = CatalogOwner();
+
+	GetUserIdAndSecContext(&save->userid, &save->sec_context);
+	SetUserIdAndSecContext(owner, save->sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save->nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * CatalogAccessEnd returns to the caller's rights and search_path.
+ */
+void
+CatalogAccessEnd(const CdCatalogAccess *save)
+{
+	AtEOXact_GUC(false, save->nestlevel);
+	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
 /*

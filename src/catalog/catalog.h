@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.h
- *	  The OIDs of collegedb's catalog tables, cached, and the snapshot its
- *	  readers use.
+ *	  The OIDs of collegedb's catalog tables, cached, the snapshot its
+ *	  readers use, and the owner's rights its SPI statements run with.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,5 +29,21 @@ extern Oid	CatalogRelid(CdCatalogRel rel);
 extern bool CatalogRelidIs(CdCatalogRel rel, Oid relid);
 extern Snapshot CatalogReadSnapshot(void);
 extern void CatalogReleaseSnapshot(Snapshot snapshot);
+
+/*
+ * What CatalogAccessBegin saved: the caller's user and security context
+ * and the GUC nest level of the search_path it set.
+ */
+typedef struct CdCatalogAccess
+{
+	Oid			userid;
+	int			sec_context;
+	int			nestlevel;
+} CdCatalogAccess;
+
+extern Oid	CatalogOwner(void);
+extern Oid	CatalogCallerId(void);
+extern void CatalogAccessBegin(CdCatalogAccess *save);
+extern void CatalogAccessEnd(const CdCatalogAccess *save);
 
 #endif							/* COLLEGEDB_CATALOG_H */

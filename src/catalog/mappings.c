@@ -80,7 +80,10 @@ MappingInsert(const char *stored_key, const char *shard, char *owner)
 	Datum		values[2];
 	int			rc;
 	uint64		inserted;
+	CdCatalogAccess access;
 
+	/* a routing role holds no privilege on the table: see catalog.c */
+	CatalogAccessBegin(&access);
 	SPI_connect();
 	if (insert_plan == NULL)
 	{
@@ -101,6 +104,7 @@ MappingInsert(const char *stored_key, const char *shard, char *owner)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 	inserted = SPI_processed;
 	SPI_finish();
+	CatalogAccessEnd(&access);
 
 	if (inserted == 1)
 		strlcpy(owner, shard, NAMEDATALEN);

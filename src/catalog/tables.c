@@ -3,7 +3,8 @@
  * tables.c
  *	  Reads the registered tables.
  *
- * Only slow paths need the list (probing where a key lives, moves), so it
+ * Sharded foreign tables (on the router server, with key_column) count as
+ * registered.  Only slow paths need the list (probing where a key lives, moves), so it
  * is read through SPI each time, in name order; whether any table is
  * registered is cached, for the routing path.
  *
@@ -57,10 +58,23 @@ RegisteredTables(void)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	List	   *tables = NIL;
+	CdCatalogAccess access;
 
+	CatalogAccessBegin(&access);
 	SPI_connect();
-	if (SPI_execute("SELECT table_name, key_column FROM collegedb.registered_table "
-					"ORDER BY table_name COLLATE \"C\"", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT table_name, key_column FROM ("
+					"SELECT table_name, key_column FROM collegedb.registered_table "
+					"UNION "
+					"SELECT coalesce((SELECT option_value FROM pg_options_to_table(ft.ftoptions) "
+					"                  WHERE option_name = 'table_name'), c.relname), "
+					"       coalesce((SELECT option_value FROM pg_options_to_table(a.attfdwoptions) "
+					"                  WHERE option_name = 'column_name'), a.attname) "
+					"  FROM pg_foreign_table ft "
+					"  JOIN pg_class c ON c.oid = ft.ftrelid "
+					"  JOIN pg_foreign_server s ON s.oid = ft.ftserver AND s.srvname = 'collegedb' "
+					"  JOIN pg_options_to_table(ft.ftoptions) k ON k.option_name = 'key_column' "
+					"  JOIN pg_attribute a ON a.attrelid = ft.ftrelid AND a.attname = k.option_value"
+					") t ORDER BY table_name COLLATE \"C\"", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the registered tables");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -73,5 +87,6 @@ RegisteredTables(void)
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
+	CatalogAccessEnd(&access);
 	return tables;
 }

@@ -10,6 +10,13 @@
  * from pg_foreign_server.  Foreign tables on the router name their key
  * column.
  *
+ * Two options carry privileges, as in postgres_fdw and file_fdw: only a
+ * superuser may set password_required 'false' on a user mapping (it lets
+ * a non-superuser connect to a PostgreSQL shard without a password, e.g.
+ * as the server's own OS user), and only a superuser or a member of
+ * pg_write_server_files may name an SQLite database file (collegedb opens
+ * it as the server's OS user).
+ *
  * Only the option names and values are checked here; nothing connects.
  *
  *-------------------------------------------------------------------------
@@ -18,12 +25,15 @@
 
 #include "access/reloptions.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_foreign_data_wrapper.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "adapters/adapter.h"
@@ -106,6 +116,50 @@ validate_server(List *options)
 							 adapter->valid_options(ForeignServerRelationId))));
 	}
 	adapter->check_options(rest, ForeignServerRelationId);
+
+	if (dialect == CD_DIALECT_SQLITE && !superuser() &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create or alter an SQLite shard server"),
+				 errdetail("collegedb opens the database file as the server's operating-system user."),
+				 errhint("Only superusers and roles with the privileges of pg_write_server_files may name SQLite database files.")));
+}
+
+/*
+ * validate_user_mapping checks a user mapping's options.  The mapping does
+ * not know its server's dialect: the adapter sees the options at connect
+ * time.
+ */
+static void
+validate_user_mapping(List *options)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+		{
+			/*
+			 * As in postgres_fdw: clearing it is always allowed (ALTER cannot
+			 * see the old value), setting it to false is superuser-only.
+			 */
+			if (!defGetBoolean(def) && !superuser())
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("password_required=false is superuser-only"),
+						 errhint("User mappings with the password_required option set to false may only be created or modified by a superuser.")));
+		}
+		else if (strcmp(def->defname, "user") != 0 &&
+				 strcmp(def->defname, "password") != 0 &&
+				 strcmp(def->defname, "sslpassword") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\" for a collegedb user mapping", def->defname),
+					 errhint("Valid options are user, password, sslpassword and password_required.")));
+	}
 }
 
 /*
@@ -126,19 +180,7 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 			break;
 
 		case UserMappingRelationId:
-			/* the mapping does not know its server's dialect: see connect */
-			foreach(lc, options)
-			{
-				DefElem    *def = lfirst(lc);
-
-				if (strcmp(def->defname, "user") != 0 &&
-					strcmp(def->defname, "password") != 0 &&
-					strcmp(def->defname, "sslpassword") != 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-							 errmsg("invalid option \"%s\" for a collegedb user mapping", def->defname),
-							 errhint("Valid options are user, password and sslpassword.")));
-			}
+			validate_user_mapping(options);
 			break;
 
 		case ForeignTableRelationId:

@@ -9,6 +9,13 @@
  * a user mapping changes (syscache callbacks) and never reused after it
  * failed mid-statement.
  *
+ * The connection uses the calling role's user mapping (or PUBLIC's), and
+ * on PostgreSQL shards postgres_fdw's password rule: a non-superuser must
+ * have a password in the mapping, and the shard must have asked for it,
+ * unless a superuser set password_required 'false' on the mapping.
+ * Otherwise a role could reach a shard on the front's own host as the
+ * server's OS user (peer or trust authentication).
+ *
  * A remote transaction is opened lazily by the first statement that needs
  * one (see execute.c); from then on it follows the front: savepoints for
  * subtransactions, COMMIT at pre-commit, ROLLBACK at abort.  A shard whose
@@ -102,7 +109,8 @@ add_options(List *defs, bool from_user_mapping, CdConnOption *out, int *n)
 	{
 		DefElem    *def = lfirst(lc);
 
-		if (strcmp(def->defname, "dialect") == 0)
+		if (strcmp(def->defname, "dialect") == 0 ||
+			strcmp(def->defname, "password_required") == 0)
 			continue;
 		out[*n].keyword = def->defname;
 		out[*n].value = defGetString(def);
@@ -143,6 +151,41 @@ mapping_options(Oid userid, Oid serverid, bool *found)
 }
 
 /*
+ * password_rule applies the password rule to a connection of 'userid' to
+ * 'shard' with mapping options 'umopts': raises when the mapping has no
+ * password, and returns whether the shard must ask for it.
+ */
+static bool
+password_rule(Oid userid, const CdShard *shard, List *umopts)
+{
+	bool		required = true;
+	bool		has_password = false;
+	ListCell   *lc;
+
+	if (shard->dialect != CD_DIALECT_POSTGRES || superuser_arg(userid))
+		return false;
+	foreach(lc, umopts)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+			required = defGetBoolean(def);
+		else if (strcmp(def->defname, "password") == 0)
+			has_password = true;
+	}
+	if (!required)
+		return false;
+	if (!has_password)
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required"),
+				 errdetail("Non-superusers must provide a password in the user mapping for shard \"%s\".",
+						   shard->name),
+				 errhint("Add a password to the user mapping, or have a superuser set password_required 'false' on it.")));
+	return true;
+}
+
+/*
  * ConnectionOpen connects an entry to its shard with the server's options
  * and the calling user's mapping.  Raises class 08 naming the shard.
  */
@@ -165,6 +208,7 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 				 errhint("Create one with CREATE USER MAPPING FOR ... SERVER \"%s\" OPTIONS (user '...', password '...').",
 						 shard->name)));
 
+	info.require_password = password_rule(conn->key.userid, shard, umopts);
 	opts = palloc(sizeof(CdConnOption) * (list_length(server->options) + list_length(umopts) + 1));
 	add_options(server->options, false, opts, &n);
 	add_options(umopts, true, opts, &n);
@@ -435,6 +479,18 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		char		sql[64];
 
+		if (conn->in_flight && event == SUBXACT_EVENT_ABORT_SUB)
+		{
+			/*
+			 * A statement abandoned midway (an interrupt, a row the front
+			 * could not take): the shard may still be sending.  What it had
+			 * open before the statement is lost with the connection.
+			 */
+			if (conn->xact_depth > 0)
+				conn->doomed = true;
+			ConnectionClose(conn);
+			continue;
+		}
 		if (conn->xact_depth < level)
 			continue;
 
@@ -467,12 +523,10 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			}
 			conn->in_flight = false;
 		}
-		else if (conn->in_flight || conn->doomed || conn->handle == NULL)
+		else if (conn->doomed || conn->handle == NULL)
 		{
 			/* the shard's state inside its transaction is unknown */
 			conn->doomed = true;
-			if (conn->in_flight)
-				ConnectionClose(conn);
 		}
 		else if (!ConnectionRollbackTo(conn, level))
 			conn->doomed = true;

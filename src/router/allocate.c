@@ -22,7 +22,10 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -30,6 +33,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -138,7 +142,9 @@ eligibility_context(const CdShard *shard, const char *operation, const char *key
 /*
  * RouterShardEligible calls the configured predicate for one shard; true
  * when there is none.  An error in the predicate is ELIGIBILITY_FAILED,
- * with the predicate's message as detail.
+ * with the predicate's message as detail.  The predicate runs as the role
+ * that called collegedb, which needs EXECUTE on it, also when called from
+ * configure() (SECURITY DEFINER): see CatalogCallerId.
  */
 bool
 RouterShardEligible(const CdShard *shard, const char *operation, const char *key)
@@ -148,9 +154,17 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 	LOCAL_FCINFO(fcinfo, 2);
 	FmgrInfo	flinfo;
 	Datum		result;
+	Oid			caller;
+	Oid			save_userid;
+	int			save_sec_context;
 
 	if (!OidIsValid(config->eligible))
 		return true;
+
+	caller = CatalogCallerId();
+	if (pg_proc_aclcheck(config->eligible, caller, ACL_EXECUTE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(config->eligible));
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 
 	fmgr_info(config->eligible, &flinfo);
 	InitFunctionCallInfoData(*fcinfo, &flinfo, 2, InvalidOid, NULL, NULL);
@@ -161,12 +175,16 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 
 	PG_TRY();
 	{
+		if (caller != save_userid)
+			SetUserIdAndSecContext(caller, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		result = FunctionCallInvoke(fcinfo);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 
+		SetUserIdAndSecContext(save_userid, save_sec_context);
 		MemoryContextSwitchTo(context);
 		edata = CopyErrorData();
 		FlushErrorState();

@@ -7,7 +7,9 @@
  * The work itself happens in background workers (src/worker/), each
  * journal step committed on its own; these functions check their
  * arguments, hand the job over, and wait for it or not.  A dry-run
- * rebalance only reads, so it runs here.
+ * rebalance only reads, so it runs here.  The jobs run as the role that
+ * asked for them (its user mappings reach the shards); the job tables are
+ * read and written with the catalog owner's rights.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +27,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -48,7 +51,9 @@ job_row(int64 id, char **state, Jsonb **result, char **error)
 	Datum		values[1] = {Int64GetDatum(id)};
 	MemoryContext caller = CurrentMemoryContext;
 	bool		found;
+	CdCatalogAccess access;
 
+	CatalogAccessBegin(&access);
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT state, result, last_error FROM collegedb.job WHERE id = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
@@ -67,6 +72,7 @@ job_row(int64 id, char **state, Jsonb **result, char **error)
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
+	CatalogAccessEnd(&access);
 	return found;
 }
 
@@ -160,6 +166,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 		Oid			types[1] = {INT8OID};
 		Datum		args[1];
 		bool		isnull;
+		CdCatalogAccess access;
 
 		/* the plan's checks, here, so that errors come with their own codes */
 		(void) RebalancePlan(table_name);
@@ -167,6 +174,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2));
 		ensure_job_succeeded(id, &state, &result);
 		args[0] = Int64GetDatum(id);
+		CatalogAccessBegin(&access);
 		SPI_connect();
 		if (SPI_execute_with_args("SELECT j.examined, j.agreed, j.moved, "
 								  "coalesce((SELECT jsonb_agg(jsonb_build_object('key', key, 'error', error) "
@@ -178,6 +186,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull);
 		values[3] = PointerGetDatum(DatumGetJsonbPCopy(values[3]));
 		SPI_finish();
+		CatalogAccessEnd(&access);
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
@@ -191,11 +200,12 @@ Datum
 collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 {
 	char	   *table_name = ArgText(fcinfo, 0, "table name");
-	Oid			types[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
-	char		nulls[3] = "  ";
+	Oid			types[3] = {TEXTOID, INT4OID, OIDOID};
+	Datum		values[3];
+	char		nulls[4] = "   ";
 	bool		isnull;
 	int64		id;
+	CdCatalogAccess access;
 
 	EnsurePreloaded("collegedb.schedule_rebalance()");
 	ensure_concurrency(fcinfo, 1);
@@ -203,13 +213,16 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 	values[0] = CStringGetTextDatum(table_name);
 	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
+	values[2] = ObjectIdGetDatum(GetUserId());
+	CatalogAccessBegin(&access);
 	SPI_connect();
 	if (SPI_execute_with_args("INSERT INTO collegedb.job (kind, table_name, concurrency, owner) "
-							  "VALUES ('rebalance', $1, $2, current_user::regrole) RETURNING id",
-							  2, types, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+							  "VALUES ('rebalance', $1, $2, $3) RETURNING id",
+							  3, types, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not schedule the rebalance");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
+	CatalogAccessEnd(&access);
 	PG_RETURN_INT64(id);
 }
 
@@ -238,7 +251,9 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 		Oid			types[1] = {INT8OID};
 		Datum		values[1] = {Int64GetDatum(id)};
 		bool		ended;
+		CdCatalogAccess access;
 
+		CatalogAccessBegin(&access);
 		SPI_connect();
 		if (SPI_execute_with_args("SELECT * FROM collegedb.jobs WHERE id = $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
@@ -253,6 +268,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 			strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 								SPI_fnumber(SPI_tuptable->tupdesc, "state")), "running") != 0;
 		SPI_finish();
+		CatalogAccessEnd(&access);
 		if (ended || (deadline && GetCurrentTimestamp() >= deadline))
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -24,6 +24,7 @@
 #include "utils/jsonb.h"
 
 #include "access/xact.h"
+#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
 #include "catalog/shards.h"
@@ -86,21 +87,25 @@ ensure_valid_tags(Jsonb *tags)
 }
 
 /*
- * spi_run runs one catalog statement with arguments and returns the number
- * of rows it processed.
+ * spi_run runs one catalog statement with arguments, with the catalog
+ * owner's rights (an administrator holds none on the tables), and returns
+ * the number of rows it processed.
  */
 static uint64
 spi_run(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
 	int			rc;
 	uint64		processed;
+	CdCatalogAccess access;
 
+	CatalogAccessBegin(&access);
 	SPI_connect();
 	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
 	processed = SPI_processed;
 	SPI_finish();
+	CatalogAccessEnd(&access);
 	return processed;
 }
 

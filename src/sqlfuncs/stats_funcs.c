@@ -16,6 +16,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
+#include "catalog/catalog.h"
 #include "catalog/shards.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
@@ -37,6 +38,7 @@ key_counts(void)
 {
 	HASHCTL		ctl;
 	HTAB	   *counts;
+	CdCatalogAccess access;
 
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(KeyCount);
@@ -44,6 +46,7 @@ key_counts(void)
 	counts = hash_create("collegedb key counts", 16, &ctl,
 						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
+	CatalogAccessBegin(&access);
 	SPI_connect();
 	if (SPI_execute("SELECT shard, count(*) FROM collegedb.mapping GROUP BY shard", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not count mappings");
@@ -59,6 +62,7 @@ key_counts(void)
 												   SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	SPI_finish();
+	CatalogAccessEnd(&access);
 	return counts;
 }
 

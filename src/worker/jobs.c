@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
 #include "catalog/tables.h"
@@ -66,13 +67,21 @@ typedef struct JobRequest
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } JobRequest;
 
+/*
+ * spi_exec runs one catalog statement with the catalog owner's rights (the
+ * job's owner holds none on the tables: see catalog/catalog.c).
+ */
 static uint64
 spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	CdCatalogAccess access;
+	int			rc;
 
+	CatalogAccessBegin(&access);
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	CatalogAccessEnd(&access);
 	return SPI_processed;
 }
 
@@ -577,9 +586,9 @@ collegedb_job_main(Datum arg)
 {
 	dsm_segment *seg;
 	JobRequest *req;
-	Oid			types[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID};
-	Datum		values[6];
-	char		nulls[7] = "      ";
+	Oid			types[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID, OIDOID};
+	Datum		values[7];
+	char		nulls[8] = "       ";
 	bool		isnull;
 
 	pqsignal(SIGTERM, die);
@@ -605,9 +614,10 @@ collegedb_job_main(Datum arg)
 	values[4] = BoolGetDatum(req->force);
 	values[5] = Int32GetDatum(req->concurrency);
 	nulls[5] = req->concurrency > 0 ? ' ' : 'n';
+	values[6] = ObjectIdGetDatum(req->owner);
 	spi_exec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, state) "
-			 "VALUES ($1, $2, $3, $4, $5, $6, current_user::regrole, 'running') RETURNING id",
-			 6, types, values, nulls);
+			 "VALUES ($1, $2, $3, $4, $5, $6, $7, 'running') RETURNING id",
+			 7, types, values, nulls);
 	req->job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	WorkerCommit();
 

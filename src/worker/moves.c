@@ -41,6 +41,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "catalog/catalog.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
@@ -74,13 +75,21 @@ WorkerCommit(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * spi_exec runs one catalog statement with the catalog owner's rights (the
+ * job's owner holds none on the tables: see catalog/catalog.c).
+ */
 static uint64
 spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	CdCatalogAccess access;
+	int			rc;
 
+	CatalogAccessBegin(&access);
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	CatalogAccessEnd(&access);
 	return SPI_processed;
 }
 
