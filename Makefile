@@ -33,6 +33,8 @@ OBJS = \
 	src/router/router.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \
+	src/fdw/fdw_plan.o \
+	src/fdw/fdw_exec.o \
 	src/sqlfuncs/shard_funcs.o \
 	src/sqlfuncs/exec_funcs.o \
 	src/sqlfuncs/conn_funcs.o \

@@ -4,13 +4,7 @@ CREATE EXTENSION collegedb;
 \set VERBOSITY terse
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/common/try.sql
 -- how many of n keys are found with a read
 CREATE FUNCTION readable(prefix text, n int) RETURNS bigint LANGUAGE sql AS $$
   SELECT count(collegedb.first(prefix || i, 'SELECT id FROM users WHERE id = $1', prefix || i))

@@ -7,13 +7,7 @@ CREATE EXTENSION collegedb;
 SELECT current_user AS me \gset
 SET collegedb_test.sqlite_dir = :'sqlite_dir';
 
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/common/try.sql
 -- where a key's rows are: "shard:rows" for every shard that has some
 CREATE FUNCTION placement(k text) RETURNS text LANGUAGE sql AS $$
   SELECT coalesce(string_agg(shard || ':' || (value->>'n'), ' ' ORDER BY shard), '(none)')

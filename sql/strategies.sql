@@ -4,13 +4,7 @@ CREATE EXTENSION collegedb;
 \set VERBOSITY terse
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/common/try.sql
 
 -- where each of a set of keys is mapped
 CREATE FUNCTION placed(prefix text, n int) RETURNS TABLE (shard text, keys bigint)

@@ -20,12 +20,14 @@
 #include "placement/regions.h"
 #include "worker/worker.h"
 
+bool		CollegeAllowMultiShardModify = false;
 bool		CollegeBestEffort = false;
 bool		CollegeDebug = false;
 int			CollegeMaxShards = 256;
 char	   *CollegeTargetRegion = NULL;
 int			CollegeFanoutConcurrency = 8;
 int			CollegeFanoutTimeout = 10000;
+bool		CollegeFanoutPartial = false;
 
 /*
  * check_target_region accepts an empty value or one of the region codes;
@@ -48,6 +50,15 @@ check_target_region(char **newval, void **extra, GucSource source)
 void
 GucInit(void)
 {
+	DefineCustomBoolVariable("collegedb.allow_multi_shard_modify",
+							 "Lets UPDATE and DELETE on a sharded foreign table without key equality reach every shard.",
+							 NULL,
+							 &CollegeAllowMultiShardModify,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("collegedb.best_effort",
 							 "Makes a read whose tombstone trail cannot be followed return no rows instead of failing.",
 							 NULL,
@@ -83,6 +94,15 @@ GucInit(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("collegedb.fanout_partial",
+							 "Lets a scan of every shard go on without the shards that fail, with a WARNING naming them.",
+							 NULL,
+							 &CollegeFanoutPartial,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("collegedb.fanout_timeout",
 							"Sets how long a fan-out waits for each shard.",

@@ -3,15 +3,7 @@
 -- dialect and set the dialect's type names: bytes_t, ts_t, tstz_t,
 -- uuid_t, json_t.
 
--- try() runs a statement and returns ok or the SQLSTATE and message, so
--- that bad cases show their error codes
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/common/try.sql
 
 SELECT shard, ok, error FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;
 SELECT format('CREATE TABLE items (id VARCHAR(64) PRIMARY KEY, n INTEGER, price DECIMAL(12,2), '
@@ -178,5 +170,80 @@ SELECT collegedb.configure(placement => 'kv');
 SELECT collegedb.unregister_table('items');
 SELECT count(collegedb.delete_mapping(m)) FROM (SELECT 'c-' || i AS m FROM generate_series(1, 20) AS i) AS k
  WHERE collegedb.get_lookup_keys(m) <> '{}';
+
+
+-- a sharded foreign table on this dialect: rows go where their key's
+-- mapping says, reads and writes by key reach one shard, others all
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS users') ORDER BY shard;
+SELECT shard, ok FROM collegedb.run_on_all(
+  'CREATE TABLE users (id VARCHAR(32) PRIMARY KEY, name VARCHAR(64), visits INTEGER, born DATE)')
+  ORDER BY shard;
+CREATE FOREIGN TABLE users (id text, name text, visits int, born date)
+  SERVER collegedb OPTIONS (key_column 'id');
+INSERT INTO users SELECT 'user-' || i, 'User ' || i, i % 7, '2000-01-01'::date + i
+  FROM generate_series(1, 300) AS i;
+SELECT count(*) AS mapped, count(DISTINCT shard) AS shards FROM collegedb.mapping;
+-- every row sits on the shard its mapping names
+SELECT s.shard, count(*) = count(m.key) AS where_mapped, count(*) > 50 AS balanced
+  FROM (VALUES ('s1'), ('s2')) AS s(shard)
+       CROSS JOIN LATERAL collegedb.all_on_shard(s.shard, 'SELECT id FROM users') AS r
+       LEFT JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(r->>'id') AND m.shard = s.shard
+ GROUP BY s.shard ORDER BY s.shard;
+SELECT * FROM users WHERE id = 'user-7';
+SELECT id, visits FROM users WHERE id IN ('user-1', 'user-2', 'nobody') ORDER BY id;
+SELECT id FROM users WHERE id = ANY (ARRAY['user-3', 'user-4']) ORDER BY id;
+SELECT count(*), sum(visits), min(born), max(born) FROM users;
+SELECT id, born FROM users WHERE born < '2000-01-04' AND visits >= 1 ORDER BY id;
+SELECT id FROM users WHERE visits * 2 + 1 = 13 AND (name = 'User 6' OR name IS NULL) ORDER BY id;
+SELECT id FROM users WHERE name LIKE 'User 29_' ORDER BY id LIMIT 3;
+SELECT count(*) FROM users WHERE id = 'nobody';
+SELECT u.id, u.name FROM (VALUES ('user-10'), ('user-20')) AS l(id) JOIN users u USING (id) ORDER BY 1;
+PREPARE by_id(text) AS SELECT name FROM users WHERE id = $1;
+EXECUTE by_id('user-1');
+EXECUTE by_id('user-2');
+EXECUTE by_id('user-3');
+EXECUTE by_id('user-4');
+EXECUTE by_id('user-5');
+EXECUTE by_id('user-6');
+EXECUTE by_id('user-300');
+EXPLAIN (COSTS OFF, VERBOSE) EXECUTE by_id('user-7');
+DEALLOCATE by_id;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM users;
+EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM users WHERE id = 'user-7' AND visits > 1;
+
+-- writes by key, with RETURNING where the dialect can
+UPDATE users SET visits = visits + 10, name = 'Seven' WHERE id = 'user-7';
+SELECT id, name, visits FROM users WHERE id = 'user-7';
+SELECT try($$UPDATE users SET visits = 0 WHERE id = 'user-7' RETURNING visits$$);
+SELECT visits FROM users WHERE id = 'user-7';
+DELETE FROM users WHERE id IN ('user-8', 'user-9');
+SELECT try($$DELETE FROM users WHERE id = 'user-10' RETURNING id$$);
+SELECT count(*) FROM users WHERE id = 'user-10';
+SELECT count(*) FROM users;
+INSERT INTO users VALUES ('user-new', 'New', 1, NULL) RETURNING id, name, born;
+SELECT * FROM users WHERE id = 'user-new';
+EXPLAIN (COSTS OFF, VERBOSE) DELETE FROM users WHERE id = 'user-new';
+DELETE FROM users WHERE id = 'user-new';
+
+-- what the foreign table refuses, with nothing written
+SELECT try($$UPDATE users SET visits = 0$$);
+SELECT try($$DELETE FROM users WHERE visits = 3$$);
+SELECT try($$UPDATE users SET id = 'other' WHERE id = 'user-1'$$);
+SELECT try($$UPDATE users SET visits = length(md5(name)) WHERE id = 'user-1'$$);
+SELECT try($$INSERT INTO users VALUES (NULL, 'no key', 0, NULL)$$);
+SELECT try($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL) ON CONFLICT DO NOTHING$$);
+SELECT try($$INSERT INTO users VALUES ('user-1', 'duplicate', 0, NULL)$$) ~ '^23' AS unique_violation;
+SELECT count(*), sum(visits) FROM users;
+-- unless asked: a statement on every shard
+SET collegedb.allow_multi_shard_modify = on;
+UPDATE users SET visits = 1 WHERE visits = 3;
+DELETE FROM users WHERE visits = 1 AND born > '2000-10-01';
+SELECT try($$DELETE FROM users WHERE id LIKE 'user-2__'$$);
+RESET collegedb.allow_multi_shard_modify;
+SELECT count(*), sum(visits) FROM users;
+
+DROP FOREIGN TABLE users;
+DELETE FROM collegedb.mapping;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE users') ORDER BY shard;
 
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS items') ORDER BY shard;

@@ -3,10 +3,7 @@
  * handler.c
  *	  The handler of the collegedb foreign-data wrapper.
  *
- * Sharded foreign tables (DESIGN.md section 7) are not built yet: planning
- * a scan or a modification of a collegedb foreign table fails with
- * feature_not_supported.  Shards themselves are reached through the SQL
- * functions (collegedb.run_on_shard and friends).
+ * Planning is in fdw_plan.c, execution in fdw_exec.c (DESIGN.md 7).
  *
  *-------------------------------------------------------------------------
  */
@@ -16,60 +13,14 @@
 #include "foreign/fdwapi.h"
 #include "nodes/nodes.h"
 
+#include "fdw/fdw.h"
+
 PG_FUNCTION_INFO_V1(collegedb_fdw_handler);
 
-static void
-not_yet(void)
+static int
+collegedb_is_updatable(Relation rel)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("collegedb foreign tables cannot be queried yet"),
-			 errhint("Use collegedb.run_on_shard() and collegedb.all_on_shard() to reach shards.")));
-}
-
-static void
-collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
-{
-	not_yet();
-}
-
-static void
-collegedb_get_paths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
-{
-	not_yet();
-}
-
-static ForeignScan *
-collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
-				   ForeignPath *best_path, List *tlist, List *scan_clauses,
-				   Plan *outer_plan)
-{
-	not_yet();
-	return NULL;
-}
-
-static void
-collegedb_begin_scan(ForeignScanState *node, int eflags)
-{
-	not_yet();
-}
-
-static TupleTableSlot *
-collegedb_iterate(ForeignScanState *node)
-{
-	not_yet();
-	return NULL;
-}
-
-static void
-collegedb_rescan(ForeignScanState *node)
-{
-	not_yet();
-}
-
-static void
-collegedb_end_scan(ForeignScanState *node)
-{
+	return (1 << CMD_INSERT) | (1 << CMD_UPDATE) | (1 << CMD_DELETE);
 }
 
 /*
@@ -87,5 +38,20 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->IterateForeignScan = collegedb_iterate;
 	routine->ReScanForeignScan = collegedb_rescan;
 	routine->EndForeignScan = collegedb_end_scan;
+	routine->ExplainForeignScan = collegedb_explain_scan;
+
+	routine->IsForeignRelUpdatable = collegedb_is_updatable;
+	routine->PlanForeignModify = collegedb_plan_modify;
+	routine->BeginForeignModify = collegedb_begin_modify;
+	routine->ExecForeignInsert = collegedb_exec_insert;
+	routine->ExecForeignUpdate = collegedb_exec_row_modify;
+	routine->ExecForeignDelete = collegedb_exec_row_modify;
+	routine->ExplainForeignModify = collegedb_explain_modify;
+
+	routine->PlanDirectModify = collegedb_plan_direct_modify;
+	routine->BeginDirectModify = collegedb_begin_direct_modify;
+	routine->IterateDirectModify = collegedb_iterate_direct_modify;
+	routine->EndDirectModify = collegedb_end_direct_modify;
+	routine->ExplainDirectModify = collegedb_explain_scan;
 	PG_RETURN_POINTER(routine);
 }

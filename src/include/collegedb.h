@@ -15,7 +15,9 @@
 #define COLLEGEDB_FDW_NAME		"collegedb"
 
 /* guc.c */
+extern bool CollegeAllowMultiShardModify;
 extern bool CollegeBestEffort;
+extern bool CollegeFanoutPartial;
 extern bool CollegeDebug;
 extern int	CollegeMaxShards;
 extern char *CollegeTargetRegion;

@@ -185,13 +185,11 @@ StatementBegin(CdStatement *st)
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("too many nested subtransactions to open on shard \"%s\"",
 							st->shard->name)));
+		/* conn->xact_depth follows at StatementFinish, once the shard answered */
 		if (conn->xact_depth == 0)
-		{
 			st->setup[st->nsetup++] = st->is_write ? conn->adapter->sql_begin_write :
 				conn->adapter->sql_begin;
-			conn->xact_depth = 1;
-		}
-		for (int l = conn->xact_depth + 1; l <= st->level; l++)
+		for (int l = Max(conn->xact_depth, 1) + 1; l <= st->level; l++)
 			st->setup[st->nsetup++] = psprintf(conn->adapter->sql_savepoint, l);
 	}
 

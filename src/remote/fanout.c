@@ -330,8 +330,21 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	}
 	PG_CATCH();
 	{
+		ErrorData  *edata;
+
+		/*
+		 * An error of the front (an interrupt, a row the sink cannot take):
+		 * stop the shards, leave the subtransaction (closing connections
+		 * still sending) and raise it in the caller's.
+		 */
 		cancel_running(work, n);
-		PG_RE_THROW();
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(context);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
 	}
 	PG_END_TRY();
 

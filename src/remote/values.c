@@ -481,6 +481,16 @@ record_sink_columns(CdRowSink *self, int ncols, const char *const *names)
 						ncols, ncols == 1 ? "" : "s", sink->desc->natts)));
 }
 
+/* names the column whose value could not be read */
+static void
+record_sink_error_context(void *arg)
+{
+	Form_pg_attribute att = arg;
+
+	errcontext("converting column \"%s\" of type %s from the shard's value",
+			   NameStr(att->attname), format_type_be(att->atttypid));
+}
+
 static void
 record_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 {
@@ -489,18 +499,24 @@ record_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	MemoryContext old;
 	Datum	   *values;
 	bool	   *nulls;
+	ErrorContextCallback callback;
 
 	sink->rows++;
 	old = MemoryContextSwitchTo(sink->row_context);
 	values = palloc(sizeof(Datum) * desc->natts);
 	nulls = palloc(sizeof(bool) * desc->natts);
+	callback.callback = record_sink_error_context;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
+		callback.arg = att;
 		values[i] = ValuesCellToDatum(&cells[i], att->atttypid, att->atttypmod,
 									  &sink->inputs[i], sink->ioparams[i], &nulls[i]);
 	}
+	error_context_stack = callback.previous;
 	tuplestore_putvalues(sink->store, desc, values, nulls);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(sink->row_context);

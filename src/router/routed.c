@@ -108,7 +108,7 @@ RouterFollowTombstones(const CdShard *shard, const char *key, int key_len, int *
  * collegedb.best_effort a trail that cannot be followed gives no rows.
  */
 static int64
-read_following(const CdShard *shard, const char *key, int key_len, const char *sql,
+read_following(const CdShard *shard, const char *key, int key_len, const char *const *sql,
 			   int nparams, const CdParam *params, CdRowSink *sink,
 			   const CdShard **answered)
 {
@@ -120,7 +120,7 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *s
 	{
 		volatile char *moved_to = NULL;
 
-		rows = RemoteExecute(shard, sql, nparams, params, sink, false);
+		rows = RemoteExecute(shard, sql[shard->dialect], nparams, params, sink, false);
 		*answered = shard;
 		if (rows > 0 || !AnyRegisteredTable())
 			return rows;
@@ -158,7 +158,7 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *s
  * key's tombstone points when the key has moved away.
  */
 static int64
-write_following(const CdShard *shard, const char *key, int key_len, const char *sql,
+write_following(const CdShard *shard, const char *key, int key_len, const char *const *sql,
 				int nparams, const CdParam *params, CdRowSink *sink)
 {
 	int			hops = 0;
@@ -166,8 +166,8 @@ write_following(const CdShard *shard, const char *key, int key_len, const char *
 	for (;;)
 	{
 		char	   *moved_to;
-		int64		rows = RemoteExecuteGuarded(shard, key, key_len, sql, nparams, params,
-												sink, &moved_to);
+		int64		rows = RemoteExecuteGuarded(shard, key, key_len, sql[shard->dialect],
+												nparams, params, sink, &moved_to);
 
 		if (moved_to == NULL)
 			return rows;
@@ -176,14 +176,16 @@ write_following(const CdShard *shard, const char *key, int key_len, const char *
 }
 
 /*
- * RouterExecute routes 'sql' by key and runs it, streaming rows to 'sink';
- * returns the rows affected (or returned).  Writes are guarded and reads
- * follow tombstones, so a statement reaches the key where it lives now
- * even through a stale mapping.
+ * RouterExecuteDialects routes a statement by key and runs it, streaming
+ * rows to 'sink'; returns the rows affected (or returned).  'sql' holds
+ * the statement's text for each dialect (indexed by CdDialect), since the
+ * key's shard, and every shard a tombstone leads to, may speak another.
+ * Writes are guarded and reads follow tombstones, so a statement reaches
+ * the key where it lives now even through a stale mapping.
  */
 int64
-RouterExecute(const char *key, int key_len, const char *sql, int nparams,
-			  const CdParam *params, CdRowSink *sink, bool is_write)
+RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int nparams,
+					  const CdParam *params, CdRowSink *sink, bool is_write)
 {
 	CdRoute		route = RouterResolve(key, key_len, is_write, true);
 	const CdShard *answered;
@@ -224,4 +226,19 @@ RouterExecute(const char *key, int key_len, const char *sql, int nparams,
 	if (target > 0)
 		RouterRecordException(key, key_len, route.candidates[target]);
 	return write_following(route.candidates[target], key, key_len, sql, nparams, params, sink);
+}
+
+/*
+ * RouterExecute is RouterExecuteDialects with the same text for every
+ * dialect ($n placeholders are rewritten per dialect anyway).
+ */
+int64
+RouterExecute(const char *key, int key_len, const char *sql, int nparams,
+			  const CdParam *params, CdRowSink *sink, bool is_write)
+{
+	const char *same[CD_DIALECT_COUNT];
+
+	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+		same[d] = sql;
+	return RouterExecuteDialects(key, key_len, same, nparams, params, sink, is_write);
 }

@@ -67,6 +67,9 @@ extern const CdShard *RouterFollowTombstones(const CdShard *shard, const char *k
 extern int64 RouterExecute(const char *key, int key_len, const char *sql,
 						   int nparams, const CdParam *params,
 						   CdRowSink *sink, bool is_write);
+extern int64 RouterExecuteDialects(const char *key, int key_len, const char *const *sql,
+								   int nparams, const CdParam *params,
+								   CdRowSink *sink, bool is_write);
 extern int	RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n);
 
 #endif							/* COLLEGEDB_ROUTER_H */

@@ -1,0 +1,122 @@
+-- Sharded foreign tables over shards of two dialects: table and column
+-- options, plans, rows that follow a moved key, and failed shards.
+CREATE EXTENSION collegedb;
+\set VERBOSITY terse
+\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\getenv pg_port COLLEGEDB_TEST_PG_PORT
+SELECT current_user AS me \gset
+\set a_db :sqlite_dir '/fdw_a.db'
+\set b_db :sqlite_dir '/fdw_b.db'
+CREATE DATABASE collegedb_fdw;
+CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'a_db');
+CREATE SERVER b FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'b_db');
+CREATE SERVER p FOREIGN DATA WRAPPER collegedb
+  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_fdw');
+CREATE USER MAPPING FOR PUBLIC SERVER p OPTIONS (user :'me');
+SELECT collegedb.add_shard('a'), collegedb.add_shard('b'), collegedb.add_shard('p');
+\i sql/common/try.sql
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS events') ORDER BY shard;
+SELECT shard, ok FROM collegedb.run_on_all(
+  'CREATE TABLE events (id BIGINT PRIMARY KEY, account VARCHAR(20), amount DECIMAL(12,2), at TIMESTAMP)')
+  ORDER BY shard;
+
+-- bad definitions: refused when created, or when first used
+SELECT try($$CREATE FOREIGN TABLE bad (id int) SERVER collegedb OPTIONS (colour 'red')$$);
+SELECT try($$CREATE FOREIGN TABLE bad (id int OPTIONS (colour 'red')) SERVER collegedb OPTIONS (key_column 'id')$$);
+SELECT try($$CREATE FOREIGN TABLE bad (id int) SERVER collegedb OPTIONS (key_column '')$$);
+CREATE FOREIGN TABLE no_key (id int) SERVER collegedb;
+SELECT try($$SELECT * FROM no_key$$);
+SELECT try($$INSERT INTO no_key VALUES (1)$$);
+CREATE FOREIGN TABLE wrong_key (id int) SERVER collegedb OPTIONS (key_column 'nope');
+SELECT try($$SELECT * FROM wrong_key$$);
+DROP FOREIGN TABLE no_key, wrong_key;
+
+-- local names may differ from the shards' (table_name, column_name)
+CREATE FOREIGN TABLE ev (
+  event_id bigint OPTIONS (column_name 'id'),
+  account text,
+  amount numeric(12,2),
+  at timestamp
+) SERVER collegedb OPTIONS (key_column 'event_id', table_name 'events');
+INSERT INTO ev SELECT i, 'acct-' || (i % 5), i * 1.5, '2026-01-01'::timestamp + i * interval '1 hour'
+  FROM generate_series(1, 90) AS i;
+SELECT shard, (value->>'n')::int > 0 AS used FROM collegedb.fanout('SELECT count(*) AS n FROM events') ORDER BY shard;
+SELECT sum((value->>'n')::int) AS total FROM collegedb.fanout('SELECT count(*) AS n FROM events');
+SELECT account, count(*), sum(amount) FROM ev GROUP BY account ORDER BY account;
+SELECT * FROM ev WHERE event_id = 42;
+SELECT event_id, at FROM ev WHERE at >= '2026-01-04 16:00' AND amount < 134 ORDER BY event_id;
+SELECT event_id FROM ev WHERE event_id IN (1, 2, 3, 1000) ORDER BY event_id;
+-- plans: the shards a statement reaches and its text in each dialect
+EXPLAIN (COSTS OFF, VERBOSE) SELECT * FROM ev WHERE event_id = 42;
+EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev WHERE amount > 10 AND account = 'acct-1';
+EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev WHERE account < 'acct-2';
+EXPLAIN (COSTS OFF, VERBOSE) UPDATE ev SET amount = amount * 2 WHERE event_id = 42;
+
+-- a foreign table may name one shard: then it reads and writes only there
+CREATE FOREIGN TABLE events_on_p (id bigint, account text, amount numeric, at timestamp)
+  SERVER p OPTIONS (table_name 'events');
+SELECT count(*) = (SELECT (value->>'n')::int FROM collegedb.fanout('SELECT count(*) AS n FROM events') WHERE shard = 'p')
+  AS only_p FROM events_on_p;
+-- a LIMIT goes to the shard when the scan reaches one shard and needs no local filter
+EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM events_on_p LIMIT 5 OFFSET 2;
+SELECT count(*) FROM (SELECT id FROM events_on_p LIMIT 5 OFFSET 2) AS five;
+EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM events_on_p ORDER BY id LIMIT 5;
+EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev LIMIT 5;
+
+-- sharded foreign tables move with their keys: rows go, a tombstone stays,
+-- and reads and writes through a stale mapping still reach the key
+SELECT shard AS from_shard FROM collegedb.mapping WHERE key = collegedb.mapping_key('42') \gset
+SELECT CASE WHEN :'from_shard' = 'p' THEN 'a' ELSE 'p' END AS to_shard \gset
+SELECT collegedb.reassign_shard('42', :'to_shard') ->> 'rows' AS rows_moved;
+SELECT shard = :'to_shard' AS moved FROM collegedb.mapping WHERE key = collegedb.mapping_key('42');
+SELECT * FROM ev WHERE event_id = 42;
+SELECT count(*) FROM collegedb.all_on_shard(:'from_shard', 'SELECT id FROM events WHERE id = 42');
+-- make the mapping stale: point it back at the old shard
+UPDATE collegedb.mapping SET shard = :'from_shard' WHERE key = collegedb.mapping_key('42');
+SELECT * FROM ev WHERE event_id = 42;
+UPDATE ev SET amount = 1 WHERE event_id = 42 RETURNING event_id, amount;
+DELETE FROM ev WHERE event_id = 41 RETURNING *;
+SELECT count(*) FROM collegedb.all_on_shard(:'from_shard', 'SELECT id FROM events WHERE id = 42');
+SELECT r->>'amount' AS amount FROM collegedb.all_on_shard(:'to_shard', 'SELECT amount FROM events WHERE id = 42') AS r;
+UPDATE collegedb.mapping SET shard = :'to_shard' WHERE key = collegedb.mapping_key('42');
+SELECT count(*), sum(amount) FROM ev;
+
+-- a shard value the column's type cannot hold: a clear error naming the
+-- column, at first use; the session and its transaction go on
+SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE odd (id VARCHAR(10) PRIMARY KEY, tags TEXT)') ORDER BY shard;
+CREATE FOREIGN TABLE odd (id text, tags int[]) SERVER collegedb OPTIONS (key_column 'id');
+INSERT INTO odd VALUES ('o1', '{1,2}'), ('o2', NULL), ('o3', '{}');
+SELECT * FROM odd ORDER BY id;
+SELECT collegedb.run('o2', 'UPDATE odd SET tags = $1 WHERE id = $2', 'not an array', 'o2');
+\set VERBOSITY default
+SELECT * FROM odd ORDER BY id;
+SELECT * FROM odd WHERE id = 'o2';
+\set VERBOSITY terse
+BEGIN;
+SELECT * FROM odd WHERE id = 'o1';
+SAVEPOINT s;
+SELECT * FROM odd;
+ROLLBACK TO s;
+SELECT * FROM odd WHERE id = 'o3';
+COMMIT;
+DROP FOREIGN TABLE odd;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE odd') ORDER BY shard;
+
+-- a shard that cannot be reached fails a read of every shard, unless
+-- collegedb.fanout_partial lets the others answer; writes always fail
+ALTER SERVER p OPTIONS (SET port '1');
+SELECT collegedb.disconnect_all();
+SELECT try($$SELECT count(*) FROM ev$$) ~ '^08' AS failed;
+SET collegedb.fanout_partial = on;
+SELECT count(*) < 90 AS partial FROM ev;
+SET collegedb.allow_multi_shard_modify = on;
+SELECT try($$UPDATE ev SET amount = 0$$) ~ '^08' AS write_failed;
+RESET collegedb.allow_multi_shard_modify;
+RESET collegedb.fanout_partial;
+ALTER SERVER p OPTIONS (SET port :'pg_port');
+SELECT count(*), sum(amount) FROM ev;
+
+DROP FOREIGN TABLE ev, events_on_p;
+DROP FUNCTION try(text);
+DROP EXTENSION collegedb CASCADE;
+DROP DATABASE collegedb_fdw;

@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * fdw.h
+ *	  Sharded foreign tables: what the planner and the executor share.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_FDW_H
+#define COLLEGEDB_FDW_H
+
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "foreign/fdwapi.h"
+#include "nodes/pathnodes.h"
+
+#include "adapters/adapter.h"
+
+/*
+ * A collegedb foreign table: on the router server "collegedb" a sharded
+ * table routed by its key column; on a shard's own server a plain table of
+ * that one shard.
+ */
+typedef struct CdForeignTable
+{
+	Oid			relid;
+	char	   *name;			/* remote table name */
+	char	   *schema;			/* remote schema, or NULL */
+	char	   *shard;			/* a shard's own server: its name; else NULL */
+	AttrNumber	key_attno;		/* 0 on a shard's own table without key_column */
+	int			natts;
+	char	  **columns;		/* remote name per attribute; NULL if dropped */
+} CdForeignTable;
+
+extern CdForeignTable *FdwTableInfo(Oid relid);
+extern char *FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter);
+extern char *FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter,
+						   Bitmapset *used);
+
+/* The indexes of a scan's fdw_private list */
+enum FdwScanPrivate
+{
+	FdwPrivSql = 0,				/* + dialect: one statement per dialect */
+	FdwPrivKeyParam = CD_DIALECT_COUNT, /* 1-based param of the key, 0: none */
+	FdwPrivKeyArray,			/* the key param is an array of keys */
+	FdwPrivReturning,			/* direct modify: rows come back */
+	FdwPrivSetProcessed,		/* direct modify: counts for the command */
+	FdwPrivCount
+};
+
+/* fdw_plan.c */
+extern void collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
+extern void collegedb_get_paths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
+extern ForeignScan *collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
+									   ForeignPath *best_path, List *tlist, List *scan_clauses,
+									   Plan *outer_plan);
+extern bool collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
+										 Index resultRelation, int subplan_index);
+extern List *collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
+								   Index resultRelation, int subplan_index);
+
+/* fdw_exec.c */
+extern void collegedb_begin_scan(ForeignScanState *node, int eflags);
+extern TupleTableSlot *collegedb_iterate(ForeignScanState *node);
+extern void collegedb_rescan(ForeignScanState *node);
+extern void collegedb_end_scan(ForeignScanState *node);
+extern void collegedb_begin_direct_modify(ForeignScanState *node, int eflags);
+extern TupleTableSlot *collegedb_iterate_direct_modify(ForeignScanState *node);
+extern void collegedb_end_direct_modify(ForeignScanState *node);
+extern void collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+								   List *fdw_private, int subplan_index, int eflags);
+extern TupleTableSlot *collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
+											 TupleTableSlot *slot, TupleTableSlot *planSlot);
+extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
+												 TupleTableSlot *slot, TupleTableSlot *planSlot);
+extern void collegedb_explain_scan(ForeignScanState *node, ExplainState *es);
+extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+									 List *fdw_private, int subplan_index, ExplainState *es);
+
+#endif							/* COLLEGEDB_FDW_H */

@@ -1,0 +1,685 @@
+/*-------------------------------------------------------------------------
+ *
+ * fdw_exec.c
+ *	  Executing scans and modifications of collegedb foreign tables.
+ *
+ * A scan with a routing key runs its statement once per key through the
+ * router (mapping or computed placement, tombstone hops), so each key
+ * reaches the shard it lives on.  A scan without one runs on every shard
+ * of the read set at once (the fan-out), and fails when a shard fails
+ * unless collegedb.fanout_partial is on (then a WARNING names the skipped
+ * shards).  A foreign table on a shard's own server reads and writes that
+ * shard only.  Rows are converted to the table's column types as they
+ * arrive and kept in a tuplestore (which spills to disk).
+ *
+ * INSERT routes each row by its key value (allocating and mapping a new
+ * key, guarded like every routed write); RETURNING gives the row as
+ * inserted.  UPDATE and DELETE run whole on the key's shard(s), guarded,
+ * and RETURNING gives the rows the shard returns (not on MySQL, which has
+ * no UPDATE ... RETURNING).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "catalog/shards.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+#include "fdw/fdw.h"
+#include "remote/fanout.h"
+#include "remote/remote.h"
+#include "router/router.h"
+
+/* Table information */
+
+/*
+ * FdwTableInfo reads a collegedb foreign table's options: the remote
+ * name, schema and column names, the key column, and whether it belongs to
+ * a shard's own server.
+ */
+CdForeignTable *
+FdwTableInfo(Oid relid)
+{
+	ForeignTable *ft = GetForeignTable(relid);
+	ForeignServer *server = GetForeignServer(ft->serverid);
+	Relation	rel = table_open(relid, NoLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	CdForeignTable *table = palloc0(sizeof(CdForeignTable));
+	char	   *key_column = NULL;
+	bool		is_shard;
+	ListCell   *lc;
+
+	table->relid = relid;
+	table->name = RelationGetRelationName(rel);
+	foreach(lc, ft->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "table_name") == 0)
+			table->name = defGetString(def);
+		else if (strcmp(def->defname, "schema_name") == 0)
+			table->schema = defGetString(def);
+		else if (strcmp(def->defname, "key_column") == 0)
+			key_column = defGetString(def);
+	}
+	(void) ShardServerDialect(server->serverid, &is_shard);
+	if (is_shard)
+		table->shard = server->servername;
+
+	table->natts = desc->natts;
+	table->columns = palloc0(sizeof(char *) * Max(desc->natts, 1));
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		List	   *options;
+
+		if (att->attisdropped)
+			continue;
+		table->columns[i] = NameStr(att->attname);
+		options = GetForeignColumnOptions(relid, att->attnum);
+		foreach(lc, options)
+		{
+			DefElem    *def = lfirst(lc);
+
+			if (strcmp(def->defname, "column_name") == 0)
+				table->columns[i] = defGetString(def);
+		}
+		if (key_column && strcmp(NameStr(att->attname), key_column) == 0)
+			table->key_attno = att->attnum;
+	}
+	table_close(rel, NoLock);
+
+	if (key_column == NULL && table->shard == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("sharded foreign table \"%s\" needs option key_column",
+						get_rel_name(relid)),
+				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD key_column '...') names the column that routes its rows.",
+						 quote_identifier(get_rel_name(relid)))));
+	if (key_column && table->key_attno == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("key column \"%s\" of foreign table \"%s\" does not exist",
+						key_column, get_rel_name(relid))));
+	return table;
+}
+
+/*
+ * FdwQualifiedName renders the remote table name (schema-qualified where
+ * the dialect has schemas) for a dialect.
+ */
+char *
+FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter)
+{
+	if (table->schema && adapter->dialect != CD_DIALECT_SQLITE)
+		return psprintf("%s.%s", adapter->quote_ident(table->schema),
+						adapter->quote_ident(table->name));
+	return adapter->quote_ident(table->name);
+}
+
+/*
+ * FdwColumnList renders the table's columns in table order, so that rows
+ * come back in the table's shape: those in 'used' (attribute numbers less
+ * FirstLowInvalidHeapAttributeNumber; NULL: all) by name, the others and
+ * dropped ones as NULL.
+ */
+char *
+FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter, Bitmapset *used)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < table->natts; i++)
+	{
+		bool		wanted = used == NULL ||
+			bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber, used);
+
+		appendStringInfo(&buf, "%s%s", i ? ", " : "",
+						 table->columns[i] && wanted ? adapter->quote_ident(table->columns[i]) : "NULL");
+	}
+	if (table->natts == 0)
+		appendStringInfoString(&buf, "NULL");
+	return buf.data;
+}
+
+/* Scans and direct modifications */
+
+typedef struct FdwScanState
+{
+	CdForeignTable *table;
+	const char *sql[CD_DIALECT_COUNT];
+	int			key_param;
+	bool		key_is_array;
+	bool		is_write;
+	bool		set_processed;
+	List	   *param_exprs;	/* ExprStates */
+	List	   *param_types;
+	Tuplestorestate *store;
+	TupleTableSlot *stored;		/* reads the tuplestore's minimal tuples */
+	bool		fetched;
+	int64		rows;
+} FdwScanState;
+
+static FdwScanState *
+scan_state(ForeignScanState *node, bool is_write)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	Oid			relid = is_write ? RelationGetRelid(node->resultRelInfo->ri_RelationDesc) :
+		RelationGetRelid(node->ss.ss_currentRelation);
+	FdwScanState *st = palloc0(sizeof(FdwScanState));
+	ListCell   *lc;
+
+	st->table = FdwTableInfo(relid);
+	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+		st->sql[i] = strVal(list_nth(plan->fdw_private, FdwPrivSql + i));
+	st->key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
+	st->key_is_array = boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray));
+	st->set_processed = boolVal(list_nth(plan->fdw_private, FdwPrivSetProcessed));
+	st->is_write = is_write;
+	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
+	foreach(lc, plan->fdw_exprs)
+		st->param_types = lappend_oid(st->param_types, exprType(lfirst(lc)));
+	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state,
+										is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
+										RelationGetDescr(node->ss.ss_currentRelation),
+										&TTSOpsMinimalTuple);
+	return st;
+}
+
+/*
+ * eval_params evaluates the statement's parameters in the scan's current
+ * context.
+ */
+static CdParam *
+eval_params(ForeignScanState *node, FdwScanState *st, Datum **values, bool **nulls)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	int			n = list_length(st->param_exprs);
+	CdParam    *params = palloc0(sizeof(CdParam) * Max(n, 1));
+	ListCell   *lc,
+			   *lc2;
+	int			i = 0;
+
+	*values = palloc(sizeof(Datum) * Max(n, 1));
+	*nulls = palloc(sizeof(bool) * Max(n, 1));
+	forboth(lc, st->param_exprs, lc2, st->param_types)
+	{
+		(*values)[i] = ExecEvalExpr(lfirst(lc), econtext, &(*nulls)[i]);
+		ValuesToParam((*values)[i], (*nulls)[i], lfirst_oid(lc2), &params[i]);
+		i++;
+	}
+	return params;
+}
+
+/*
+ * key_text renders a key value as the text the router hashes and maps.
+ */
+static char *
+key_text(Datum value, Oid type)
+{
+	Oid			output;
+	bool		varlena;
+
+	getTypeOutputInfo(type, &output, &varlena);
+	return OidOutputFunctionCall(output, value);
+}
+
+/*
+ * run_everywhere runs the statement on every shard of the read set at
+ * once, rows to 'store'.  A failed shard fails the statement, except a
+ * read with collegedb.fanout_partial.
+ */
+static int64
+run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
+{
+	int			n;
+	const CdShard **set = FanoutReadSet(&n);
+	RecordRowSink *sinks = palloc0(sizeof(RecordRowSink) * Max(n, 1));
+	CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+	StringInfoData skipped;
+	int64		rows = 0;
+
+	initStringInfo(&skipped);
+	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	{
+		int			m = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			if (set[i]->dialect != (CdDialect) d)
+				continue;
+			RecordRowSinkInit(&sinks[m], st->store, desc);
+			shards[m].shard = set[i];
+			shards[m].sink = st->store ? &sinks[m].base : NULL;
+			m++;
+		}
+		if (m == 0)
+			continue;
+		FanoutRun(shards, m, st->sql[d], nparams, params, st->is_write);
+		for (int i = 0; i < m; i++)
+		{
+			if (shards[i].ok)
+			{
+				rows += shards[i].rows;
+				continue;
+			}
+			if (st->is_write || !CollegeFanoutPartial)
+				ereport(ERROR,
+						(errcode(MAKE_SQLSTATE(shards[i].sqlstate[0], shards[i].sqlstate[1],
+											   shards[i].sqlstate[2], shards[i].sqlstate[3],
+											   shards[i].sqlstate[4])),
+						 errmsg("%s", shards[i].error),
+						 errcontext("scan of shard \"%s\"", shards[i].shard->name),
+						 errhint("SET collegedb.fanout_partial = on reads the other shards anyway.")));
+			appendStringInfo(&skipped, "%s%s (%s)", skipped.len ? ", " : "",
+							 shards[i].shard->name, shards[i].error);
+		}
+	}
+	if (skipped.len)
+		ereport(WARNING,
+				(errmsg("skipped shards that failed: %s", skipped.data)));
+	return rows;
+}
+
+/*
+ * run_statement runs the scan's (or modification's) statement: on the
+ * table's own shard, per key through the router, or everywhere.
+ */
+static void
+run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
+{
+	MemoryContext per_tuple = node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory;
+	MemoryContext old = MemoryContextSwitchTo(per_tuple);
+	Datum	   *values;
+	bool	   *nulls;
+	int			nparams = list_length(st->param_exprs);
+	CdParam    *params = eval_params(node, st, &values, &nulls);
+	RecordRowSink sink;
+
+	MemoryContextSwitchTo(old);
+	st->rows = 0;
+	if (st->store)
+		RecordRowSinkInit(&sink, st->store, desc);
+
+	if (st->table->shard)
+	{
+		const CdShard *shard = ShardLookup(st->table->shard);
+
+		st->rows = RemoteExecute(shard, st->sql[shard->dialect], nparams, params,
+								 st->store ? &sink.base : NULL, st->is_write);
+	}
+	else if (st->key_param > 0)
+	{
+		int			k = st->key_param - 1;
+		Oid			type = list_nth_oid(st->param_types, k);
+		Datum	   *keys = &values[k];
+		bool	   *keynulls = &nulls[k];
+		int			nkeys = 1;
+
+		if (st->key_is_array && !nulls[k])
+		{
+			ArrayType  *arr = DatumGetArrayTypeP(values[k]);
+			int16		typlen;
+			bool		typbyval;
+			char		typalign;
+
+			type = ARR_ELEMTYPE(arr);
+			get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
+			deconstruct_array(arr, type, typlen, typbyval, typalign, &keys, &keynulls, &nkeys);
+		}
+		for (int i = 0; i < nkeys && !nulls[k]; i++)
+		{
+			char	   *key;
+
+			if (keynulls[i])
+				continue;
+			key = key_text(keys[i], type);
+			ValuesToParam(keys[i], false, type, &params[k]);
+			st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
+											  st->store ? &sink.base : NULL, st->is_write);
+		}
+	}
+	else
+		st->rows = run_everywhere(st, params, nparams, desc);
+}
+
+/*
+ * ensure_returning_possible refuses UPDATE/DELETE ... RETURNING that could
+ * reach a MySQL shard, which cannot return the rows it changed.
+ */
+static void
+ensure_returning_possible(FdwScanState *st)
+{
+	ListCell   *lc;
+
+	if (st->table->shard)
+	{
+		if (ShardLookup(st->table->shard)->dialect != CD_DIALECT_MYSQL)
+			return;
+	}
+	else
+	{
+		bool		mysql = false;
+
+		foreach(lc, ShardList())
+			mysql |= ((CdShard *) lfirst(lc))->dialect == CD_DIALECT_MYSQL;
+		if (!mysql)
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("UPDATE and DELETE with RETURNING cannot reach MySQL shards"),
+			 errdetail("MySQL has no UPDATE ... RETURNING."),
+			 errhint("Run the statement without RETURNING and read the rows afterwards.")));
+}
+
+/*
+ * next_row puts the next stored row in the scan's slot.
+ */
+static TupleTableSlot *
+next_row(FdwScanState *st, TupleTableSlot *slot)
+{
+	if (!tuplestore_gettupleslot(st->store, true, false, st->stored))
+		return ExecClearTuple(slot);
+	return ExecCopySlot(slot, st->stored);
+}
+
+void
+collegedb_begin_scan(ForeignScanState *node, int eflags)
+{
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	node->fdw_state = scan_state(node, false);
+}
+
+TupleTableSlot *
+collegedb_iterate(ForeignScanState *node)
+{
+	FdwScanState *st = node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+
+	if (!st->fetched)
+	{
+		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+
+		st->store = tuplestore_begin_heap(false, false, work_mem);
+		MemoryContextSwitchTo(old);
+		run_statement(node, st, RelationGetDescr(node->ss.ss_currentRelation));
+		st->fetched = true;
+	}
+	return next_row(st, slot);
+}
+
+void
+collegedb_rescan(ForeignScanState *node)
+{
+	FdwScanState *st = node->fdw_state;
+
+	if (st->store)
+		tuplestore_end(st->store);
+	st->store = NULL;
+	st->fetched = false;
+}
+
+void
+collegedb_end_scan(ForeignScanState *node)
+{
+	FdwScanState *st = node->fdw_state;
+
+	if (st && st->store)
+		tuplestore_end(st->store);
+}
+
+void
+collegedb_begin_direct_modify(ForeignScanState *node, int eflags)
+{
+	FdwScanState *st;
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	st = scan_state(node, true);
+	node->fdw_state = st;
+}
+
+TupleTableSlot *
+collegedb_iterate_direct_modify(ForeignScanState *node)
+{
+	FdwScanState *st = node->fdw_state;
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	EState	   *estate = node->ss.ps.state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	bool		returning = boolVal(list_nth(plan->fdw_private, FdwPrivReturning));
+
+	if (!st->fetched)
+	{
+		if (returning)
+		{
+			MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+
+			st->store = tuplestore_begin_heap(false, false, work_mem);
+			MemoryContextSwitchTo(old);
+			ensure_returning_possible(st);
+		}
+		run_statement(node, st, RelationGetDescr(node->resultRelInfo->ri_RelationDesc));
+		st->fetched = true;
+		if (!returning)
+		{
+			if (st->set_processed)
+				estate->es_processed += st->rows;
+			if (node->ss.ps.instrument)
+				node->ss.ps.instrument->tuplecount += st->rows;
+			return ExecClearTuple(slot);
+		}
+	}
+	if (!returning)
+		return ExecClearTuple(slot);
+	slot = next_row(st, slot);		/* TupIsNull() evaluates its argument twice */
+	if (TupIsNull(slot))
+		return slot;
+	/* the local RETURNING list reads the row from the scan tuple */
+	node->resultRelInfo->ri_projectReturning->pi_exprContext->ecxt_scantuple = slot;
+	if (st->set_processed)
+		estate->es_processed++;
+	return slot;
+}
+
+void
+collegedb_end_direct_modify(ForeignScanState *node)
+{
+	collegedb_end_scan(node);
+}
+
+/* INSERT */
+
+typedef struct FdwInsertState
+{
+	CdForeignTable *table;
+	const char *sql[CD_DIALECT_COUNT];
+	int			ncols;
+	AttrNumber *attnums;
+} FdwInsertState;
+
+void
+collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+					   List *fdw_private, int subplan_index, int eflags)
+{
+	FdwInsertState *st;
+	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	st = palloc0(sizeof(FdwInsertState));
+	st->table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
+	st->attnums = palloc(sizeof(AttrNumber) * Max(desc->natts, 1));
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && !att->attgenerated)
+			st->attnums[st->ncols++] = att->attnum;
+	}
+	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	{
+		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "INSERT INTO %s (", FdwQualifiedName(st->table, adapter));
+		for (int i = 0; i < st->ncols; i++)
+			appendStringInfo(&buf, "%s%s", i ? ", " : "",
+							 adapter->quote_ident(st->table->columns[st->attnums[i] - 1]));
+		appendStringInfoString(&buf, ") VALUES (");
+		for (int i = 0; i < st->ncols; i++)
+			appendStringInfo(&buf, "%s$%d", i ? ", " : "", i + 1);
+		appendStringInfoChar(&buf, ')');
+		st->sql[d] = buf.data;
+	}
+	rinfo->ri_FdwState = st;
+}
+
+/*
+ * collegedb_exec_insert inserts one row where its key belongs (a new key
+ * is allocated and mapped, as with collegedb.run).
+ */
+TupleTableSlot *
+collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
+					  TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	FdwInsertState *st = rinfo->ri_FdwState;
+	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
+	CdParam    *params = palloc(sizeof(CdParam) * Max(st->ncols, 1));
+	char	   *key = NULL;
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < st->ncols; i++)
+	{
+		AttrNumber	attno = st->attnums[i];
+		Form_pg_attribute att = TupleDescAttr(desc, attno - 1);
+
+		ValuesToParam(slot->tts_values[attno - 1], slot->tts_isnull[attno - 1],
+					  att->atttypid, &params[i]);
+		if (attno == st->table->key_attno && !slot->tts_isnull[attno - 1])
+			key = key_text(slot->tts_values[attno - 1], att->atttypid);
+	}
+
+	if (st->table->shard)
+	{
+		const CdShard *shard = ShardLookup(st->table->shard);
+
+		(void) RemoteExecute(shard, st->sql[shard->dialect], st->ncols, params, NULL, true);
+		return slot;
+	}
+	if (key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_SHARD_KEY_REQUIRED),
+				 errmsg("a row of sharded table \"%s\" needs a key",
+						RelationGetRelationName(rinfo->ri_RelationDesc)),
+				 errdetail("Column \"%s\" is null.",
+						   NameStr(TupleDescAttr(desc, st->table->key_attno - 1)->attname))));
+	(void) RouterExecuteDialects(key, strlen(key), st->sql, st->ncols, params, NULL, true);
+	return slot;
+}
+
+/*
+ * collegedb_exec_row_modify is never reached: an UPDATE or DELETE either
+ * goes to the shards whole or is refused at planning (fdw_plan.c).  The
+ * executor only needs it to exist.
+ */
+TupleTableSlot *
+collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
+						  TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	elog(ERROR, "collegedb modifies foreign tables only as a whole statement");
+	return NULL;
+}
+
+/* EXPLAIN */
+
+/*
+ * explain_targets says where a scan or modification goes, and with
+ * VERBOSE the statement for each dialect among the shards it may reach.
+ */
+static void
+explain_targets(ForeignScan *plan, CdForeignTable *table, ExplainState *es)
+{
+	int			key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
+	bool		dialects[CD_DIALECT_COUNT] = {false, false, false};
+	ListCell   *lc;
+
+	if (table->shard)
+	{
+		const CdShard *shard = ShardLookup(table->shard);
+
+		ExplainPropertyText("Shard", shard->name, es);
+		dialects[shard->dialect] = true;
+	}
+	else if (key_param > 0)
+	{
+		Node	   *key = list_nth(plan->fdw_exprs, key_param - 1);
+
+		if (IsA(key, Const) && !boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray)))
+		{
+			Const	   *c = (Const *) key;
+			char	   *text = key_text(c->constvalue, c->consttype);
+			CdRoute		route = RouterResolve(text, strlen(text), false, false);
+			StringInfoData names;
+
+			initStringInfo(&names);
+			for (int i = 0; i < route.ncandidates; i++)
+				appendStringInfo(&names, "%s%s", i ? ", " : "", route.candidates[i]->name);
+			ExplainPropertyText("Shards", names.data, es);
+		}
+		else
+			ExplainPropertyText("Shards", "the key's (routed at execution)", es);
+		foreach(lc, ShardList())
+			dialects[((CdShard *) lfirst(lc))->dialect] = true;
+	}
+	else
+	{
+		ExplainPropertyText("Shards", "all shards", es);
+		foreach(lc, ShardList())
+			dialects[((CdShard *) lfirst(lc))->dialect] = true;
+	}
+	if (!es->verbose)
+		return;
+	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	{
+		if (!dialects[d])
+			continue;
+		ExplainPropertyText(psprintf("Remote SQL (%s)", AdapterDialectName((CdDialect) d)),
+							strVal(list_nth(plan->fdw_private, FdwPrivSql + d)), es);
+	}
+}
+
+void
+collegedb_explain_scan(ForeignScanState *node, ExplainState *es)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	Relation	rel = node->ss.ss_currentRelation ? node->ss.ss_currentRelation :
+		node->resultRelInfo->ri_RelationDesc;
+
+	explain_targets(plan, FdwTableInfo(RelationGetRelid(rel)), es);
+}
+
+void
+collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+						 List *fdw_private, int subplan_index, ExplainState *es)
+{
+	CdForeignTable *table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
+
+	ExplainPropertyText("Shards", table->shard ? table->shard : "each row's key's", es);
+}
