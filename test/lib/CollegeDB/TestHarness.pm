@@ -98,6 +98,9 @@ our @EXPORT = qw(
   bg_wait
   poll_mysql_until
   sqlite_hold_lock
+  psql_start
+  psql_finish
+  wait_for_log_match
 );
 
 # The name of the running test file without directory and extension ("001_harness").
@@ -577,6 +580,99 @@ sub bg_wait
 	# an empty query: its banner comes after the result of what bg_send sent
 	my $stdout = $session->query('');
 	return _bg_collect($session, $stdout, $t0);
+}
+
+=pod
+
+=item psql_start($node, $sql, %opts)
+
+Starts C<psql -X -A -t> on C<$sql> (database C<dbname>, default postgres, with
+C<VERBOSITY verbose> and C<ON_ERROR_STOP>) in the background and returns at once a
+handle for psql_finish.  Unlike bg_send, the session may die under it (a crash of the
+server, a restart): psql_finish then reports the failure instead of timing out.
+
+=item psql_finish($handle [, $timeout])
+
+Waits (at most C<$timeout> seconds, default timeout_default) for a psql_start session
+to end and returns a hash ref like psql_outcome's: C<rc> (psql's exit status, undef
+when it had to be killed), C<stdout>, C<stderr>, C<sqlstate>, C<seconds> (since the
+start).
+
+=item wait_for_log_match($node, $regexp, $offset [, $timeout])
+
+Waits until the node's log, from byte C<$offset> on, matches C<$regexp> (at most
+C<$timeout> seconds, default timeout_default).  In list context returns the match's
+capture groups (or C<(1)> without groups) and, as the last element, the log offset
+just after the match, or an empty list on timeout; in scalar context that offset, or
+undef on timeout.
+
+=cut
+
+sub psql_start
+{
+	my ($node, $sql, %opts) = @_;
+	my $h = { stdout => '', stderr => '', t0 => Time::HiRes::time() };
+	# the statement goes on the command line: stdin would only be fed while pumped
+	$h->{run} = IPC::Run::start(
+		[
+			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
+			'-v', 'VERBOSITY=verbose', '-c', $sql,
+			'-d', $node->connstr($opts{dbname} // 'postgres')
+		],
+		'<', '/dev/null', '>', \$h->{stdout}, '2>', \$h->{stderr});
+	return $h;
+}
+
+sub psql_finish
+{
+	my ($h, $timeout) = @_;
+	my $deadline =
+	  Time::HiRes::time() + ($timeout // $PostgreSQL::Test::Utils::timeout_default);
+	my $rc;
+	while (1)
+	{
+		# pump_nb dies when the process ends between the two calls
+		eval { $h->{run}->pump_nb; 1 } if $h->{run}->pumpable;
+		if (!$h->{run}->pumpable)
+		{
+			$h->{run}->finish;
+			$rc = $h->{run}->result(0);
+			last;
+		}
+		if (Time::HiRes::time() > $deadline)
+		{
+			$h->{run}->kill_kill;
+			last;
+		}
+		Time::HiRes::usleep(20_000);
+	}
+	chomp(my $stdout = $h->{stdout});
+	return {
+		rc       => $rc,
+		stdout   => $stdout,
+		stderr   => $h->{stderr},
+		sqlstate => sqlstate_of($h->{stderr}),
+		seconds  => Time::HiRes::time() - $h->{t0},
+	};
+}
+
+sub wait_for_log_match
+{
+	my ($node, $re, $offset, $timeout) = @_;
+	my $deadline =
+	  Time::HiRes::time() + ($timeout // $PostgreSQL::Test::Utils::timeout_default);
+	while (1)
+	{
+		my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset);
+		if (my @m = ($log =~ $re))
+		{
+			my $end = $offset + $+[0];
+			@m = (1) unless defined $1;
+			return wantarray ? (@m, $end) : $end;
+		}
+		return wantarray ? () : undef if Time::HiRes::time() > $deadline;
+		Time::HiRes::usleep(100_000);
+	}
 }
 
 =pod
