@@ -1698,6 +1698,14 @@ const CdAdapter CdMysqlAdapter = {
 	.shard_ddl = mysql_shard_ddl,
 	.sql_begin_write = "START TRANSACTION",
 	.guard_query = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1 LOCK IN SHARE MODE",
-	.lock_key_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key = $1 FOR UPDATE",
+	/*
+	 * A locking read of an absent row takes only a gap lock, and InnoDB's
+	 * gap locks never conflict: the mover writes a placeholder tombstone
+	 * instead (replaced by the real ones in the same transaction), whose
+	 * insert waits for writers holding the guard's shared lock and makes
+	 * later guards wait for the move's commit.
+	 */
+	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
+	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 };

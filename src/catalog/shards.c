@@ -124,11 +124,16 @@ load_shards(void)
 	MemoryContext old;
 	Snapshot	snapshot;
 
-	if (shard_cache_context == NULL)
-		shard_cache_context = AllocSetContextCreate(CacheMemoryContext,
-													"collegedb shard cache",
-													ALLOCSET_SMALL_SIZES);
-	MemoryContextReset(shard_cache_context);
+	/*
+	 * The shards handed out before stay valid until the end of the
+	 * transaction: callers hold them across statements that may process
+	 * an invalidation (a mover's step, a fan-out).
+	 */
+	if (shard_cache_context != NULL)
+		MemoryContextSetParent(shard_cache_context, TopTransactionContext);
+	shard_cache_context = AllocSetContextCreate(CacheMemoryContext,
+												"collegedb shard cache",
+												ALLOCSET_SMALL_SIZES);
 	shard_cache = NIL;
 
 	snapshot = CatalogReadSnapshot();

@@ -184,7 +184,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not read job " INT64_FORMAT, id);
 		for (int i = 0; i < 4; i++)
 			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull);
-		values[3] = PointerGetDatum(DatumGetJsonbPCopy(values[3]));
+		values[3] = SPI_datumTransfer(values[3], false, -1);	/* outlives SPI_finish */
 		SPI_finish();
 		CatalogAccessEnd(&access);
 	}

@@ -314,8 +314,6 @@ claim_and_move(int64 job_id)
 			values[2] = CStringGetTextDatum(edata->message);
 			spi_exec("UPDATE collegedb.job_key SET state = 'failed', error = $3 "
 					 "WHERE job_id = $1 AND key = $2", 3, types, values, NULL);
-			spi_exec("UPDATE collegedb.move SET error = $3, lease_until = now() "
-					 "WHERE key = $2 AND step NOT IN ('done', 'failed')", 3, types, values, NULL);
 			WorkerCommit();
 		}
 		PG_END_TRY();
@@ -394,6 +392,14 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 	WorkerBegin();
 	plan = RebalancePlan(table_name);
 	values[0] = Int64GetDatum(job_id);
+
+	/*
+	 * A job run again after a crash plans anew: the keys its last run had
+	 * not finished (pending, or claimed by a mover that died) follow the
+	 * new plan, and a key the new plan moves again is pending again.
+	 */
+	spi_exec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
+			 1, types, values, NULL);
 	foreach(lc, plan->moves)
 	{
 		JobKey	   *jk = lfirst(lc);
@@ -402,10 +408,22 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 		values[2] = CStringGetTextDatum(jk->source->name);
 		values[3] = CStringGetTextDatum(jk->target->name);
 		spi_exec("INSERT INTO collegedb.job_key (job_id, key, source, target) VALUES ($1, $2, $3, $4) "
-				 "ON CONFLICT DO NOTHING", 4, types, values, NULL);
+				 "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
+				 "target = EXCLUDED.target, state = 'pending', error = NULL",
+				 4, types, values, NULL);
 	}
-	initStringInfo(&result);
-	appendStringInfo(&result, "{\"agreed\": " INT64_FORMAT "}", plan->agreed);
+	/* keys an earlier run moved are agreed now: count them once */
+	spi_exec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1", 1, types, values, NULL);
+	{
+		bool		isnull;
+		int64		earlier = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 1, &isnull)) -
+			list_length(plan->moves);
+
+		initStringInfo(&result);
+		appendStringInfo(&result, "{\"agreed\": " INT64_FORMAT "}",
+						 Max(plan->agreed - earlier, 0));
+	}
 	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(result.data));
 	types[1] = JSONBOID;
 	spi_exec("UPDATE collegedb.job SET result = $2 WHERE id = $1", 2, types, values, NULL);
@@ -426,21 +444,30 @@ void
 MoveEndpoints(const char *key, const char *target_name, bool force,
 			  const CdShard **source, const CdShard **target)
 {
-	CdRoute		route;
-	int			hops;
-
 	*target = ShardLookup(target_name);
 	if (!force && !RouterShardTakesKeys(*target))
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
 				 errmsg("shard \"%s\" does not take keys", target_name),
 				 errhint("Moves go only to active, writable shards; pass force => true to move anyway.")));
-	route = RouterResolve(key, strlen(key), false, false);
+	*source = MoveSourceOf(key);
+}
+
+/*
+ * MoveSourceOf returns the shard a key lives on now: where its mapping (or
+ * computed placement) and then its tombstones lead.
+ */
+const CdShard *
+MoveSourceOf(const char *key)
+{
+	CdRoute		route = RouterResolve(key, strlen(key), false, false);
+	const CdShard *source = route.shard;
+	int			hops;
+
 	if (route.source == CD_ROUTE_STRATEGY)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
 				 errmsg("key \"%s\" has no mapping", key)));
-	*source = route.shard;
 	if (route.source == CD_ROUTE_COMPUTED)
 	{
 		int			where = RouterProbeKey(key, strlen(key), route.candidates, route.ncandidates);
@@ -449,9 +476,9 @@ MoveEndpoints(const char *key, const char *target_name, bool force,
 			ereport(ERROR,
 					(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
 					 errmsg("key \"%s\" was found on none of its shards", key)));
-		*source = route.candidates[where];
+		source = route.candidates[where];
 	}
-	*source = RouterFollowTombstones(*source, key, strlen(key), &hops);
+	return RouterFollowTombstones(source, key, strlen(key), &hops);
 }
 
 /*

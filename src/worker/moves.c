@@ -269,11 +269,40 @@ tables_to_move(void)
 static void
 step_copy(MoveRow *m)
 {
-	List	   *tables = tables_to_move();
-	CaptureRowSink **rows = palloc(sizeof(CaptureRowSink *) * list_length(tables));
+	char	   *source = pstrdup(m->source->name);
+	char	   *target = pstrdup(m->target->name);
+	const char *now = MoveSourceOf(m->key)->name;
+	List	   *tables;
+	CaptureRowSink **rows;
 	int			i = 0;
 	ListCell   *lc;
 
+	/*
+	 * The key may have moved since the move was planned (a rebalance plans
+	 * all its keys first): copying from the planned source would copy
+	 * nothing and then wipe the key's rows.  Already at the target: done;
+	 * elsewhere: the move fails, with nothing changed.
+	 */
+	if (strcmp(now, source) != 0)
+	{
+		Oid			types[2] = {INT8OID, TEXTOID};
+		Datum		values[2];
+
+		values[0] = Int64GetDatum(m->id);
+		values[1] = CStringGetTextDatum(strcmp(now, target) == 0 ? "" :
+										psprintf("key \"%s\" is on shard \"%s\" now, not on \"%s\"; nothing was moved",
+												 m->key, now, source));
+		spi_exec("UPDATE collegedb.move SET step = CASE WHEN $2 = '' THEN 'done' ELSE 'failed' END, "
+				 "error = nullif($2, ''), rows = '{}', lease_until = NULL, updated_at = now() "
+				 "WHERE id = $1", 2, types, values, NULL);
+		return;
+	}
+
+	/* the shard cache may have been rebuilt meanwhile */
+	m->source = ShardLookup(source);
+	m->target = ShardLookup(target);
+	tables = tables_to_move();
+	rows = palloc(sizeof(CaptureRowSink *) * list_length(tables));
 	foreach(lc, tables)
 	{
 		rows[i] = read_rows(m->source, lfirst(lc), m->key, false);
@@ -434,11 +463,21 @@ MoveStart(int64 job_id, const char *key, const char *source, const char *target)
 		return id;
 	}
 
-	spi_exec("INSERT INTO collegedb.move (job_id, key, source, target, lease_pid, lease_until) "
-			 "VALUES ($1, $2, $3, $4, pg_backend_pid(), now() + interval '" MOVE_LEASE "') "
-			 "RETURNING id", 4, types, values, nulls);
+	/* a mover that got here first, between the check above and now */
+	if (spi_exec("INSERT INTO collegedb.move (job_id, key, source, target, lease_pid, lease_until) "
+				 "VALUES ($1, $2, $3, $4, pg_backend_pid(), now() + interval '" MOVE_LEASE "') "
+				 "ON CONFLICT (key) WHERE step NOT IN ('done', 'failed') DO NOTHING "
+				 "RETURNING id", 4, types, values, nulls) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
+				 errmsg("key \"%s\" is already being moved", key)));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
+
+/* how many times a step that hit a deadlock on a shard is tried */
+#define MOVE_ATTEMPTS 4
+
+static char *move_steps(int64 move_id);
 
 /*
  * MoveRun carries a journaled move through its remaining steps, one
@@ -448,10 +487,75 @@ MoveStart(int64 job_id, const char *key, const char *source, const char *target)
 void
 MoveRun(int64 move_id)
 {
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *failure = NULL;
+
+	for (int attempt = 1;; attempt++)
+	{
+		ErrorData  *edata = NULL;
+		Oid			types[2] = {INT8OID, TEXTOID};
+		Datum		values[2];
+
+		PG_TRY();
+		{
+			failure = move_steps(move_id);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(caller);
+			edata = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+		}
+		PG_END_TRY();
+		if (edata == NULL)
+			break;
+
+		/*
+		 * A deadlock or serialization failure on a shard (InnoDB's gap
+		 * locks between movers): the step starts again from the last
+		 * committed one, a few times.
+		 */
+		if ((edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE ||
+			 edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED) && attempt < MOVE_ATTEMPTS)
+		{
+			elog(LOG, "collegedb: move %ld retries after: %s", (long) move_id, edata->message);
+			pg_usleep(50000L * attempt);
+			continue;
+		}
+
+		/*
+		 * Record why, and give up the lease at once, so that the move can
+		 * be retried without waiting for it to expire; the move stays at
+		 * its last committed step.
+		 */
+		WorkerBegin();
+		values[0] = Int64GetDatum(move_id);
+		values[1] = CStringGetTextDatum(edata->message);
+		spi_exec("UPDATE collegedb.move SET error = $2, lease_until = now() "
+				 "WHERE id = $1 AND step NOT IN ('done', 'failed')", 2, types, values, NULL);
+		WorkerCommit();
+		MemoryContextSwitchTo(caller);
+		ReThrowError(edata);
+	}
+	if (failure)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", failure)));
+}
+
+/*
+ * move_steps runs the steps of MoveRun; returns the error of a move that
+ * ended failed, else NULL.
+ */
+static char *
+move_steps(int64 move_id)
+{
 	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
 												  "collegedb move",
 												  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(context);
+	char	   *failure = NULL;
 
 	for (;;)
 	{
@@ -478,6 +582,15 @@ MoveRun(int64 move_id)
 		}
 		else
 		{
+			if (strcmp(m.step, "failed") == 0)
+			{
+				Oid			types[1] = {INT8OID};
+				Datum		values[1] = {Int64GetDatum(move_id)};
+
+				spi_exec("SELECT error FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
+				failure = spi_text(0, 1);
+				failure = MemoryContextStrdup(old, failure ? failure : "the move failed");
+			}
 			WorkerCommit();
 			break;
 		}
@@ -490,4 +603,5 @@ MoveRun(int64 move_id)
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(context);
+	return failure;
 }

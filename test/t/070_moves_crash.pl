@@ -16,7 +16,7 @@
 # requeued job's bookkeeping is checked).  A target shard that goes down after
 # 'copied': the move cannot finish (the key stays readable and writable at its
 # source, the failure is reported), and it completes once the target is back, with
-# the write made in between.  Known bugs are marked TODO.
+# the write made in between.
 use strict;
 use warnings;
 
@@ -380,10 +380,8 @@ for my $mode (qw(kill restart))
 	is($front->safe_psql('postgres', "SELECT state FROM collegedb.jobs WHERE id = $job"),
 		'done', "$label: the requeued rebalance job ends done");
 	{
-		# The requeued job plans again, but its earlier job_key rows are kept (ON
-		# CONFLICT DO NOTHING): the keys claimed before the crash stay 'moving', and
-		# the view adds the new plan's agreed keys to them.
-		local $TODO = 'a requeued rebalance keeps the claims of the crashed run';
+		# The requeued job plans again: the keys claimed before the crash do not
+		# stay 'moving', and no key is counted twice.
 		is( $front->safe_psql('postgres',
 				"SELECT count(*) FROM collegedb.job_key WHERE job_id = $job AND state = 'moving'"),
 			'0', "$label: no key of the job is left 'moving'");
@@ -429,7 +427,6 @@ for my $mode (qw(kill restart))
 		"$label: the coordinator's retry fails while the target is down");
 	is(move_field($id, 'step'), 'copied', "$label: the move stays at copied");
 	{
-		local $TODO = 'the coordinator does not record a resumed move\'s error in collegedb.moves';
 		ok( poll_until($front,
 				"SELECT coalesce(error, '') ~ 'shard \"b\"' FROM collegedb.moves WHERE id = $id", 't', 5),
 			"$label: collegedb.moves.error says why (shard b unreachable)");
@@ -454,7 +451,6 @@ for my $mode (qw(kill restart))
 		# The coordinator's failed attempt (resumed move, or the requeued job adopting
 		# it) keeps the move's lease (lease_pid = the coordinator, lease_until + 30 s):
 		# nothing retries it until the lease expires.
-		local $TODO = 'a failed attempt keeps the move\'s lease for 30 s: no retry meanwhile';
 		ok(poll_until($front, "SELECT step FROM collegedb.moves WHERE id = $id", 'done', 10),
 			"$label: the move completes soon after the target is back");
 	}

@@ -13,8 +13,7 @@
 # PostgreSQL to MariaDB and back.  Every statement's outcome is counted on the client
 # side: afterwards each counter equals the number of increments that returned 1,
 # every insert that returned 1 is there exactly once (and no other), each key's rows
-# are on one shard, and every read during the moves found its key.  Known bugs (with
-# MariaDB shards) are marked TODO.
+# are on one shard, and every read during the moves found its key.
 use strict;
 use warnings;
 
@@ -257,7 +256,7 @@ sub write_during
 # Checks the outcome of the operations on @keys (since op id $first_op).
 sub check_outcome
 {
-	my ($label, $first_op, $keys, $windows, $todo) = @_;
+	my ($label, $first_op, $keys, $windows) = @_;
 	my (%inc, %tags, $nok, $nfail, $during, $reads_bad);
 	my %of_keys = map { $_ => 1 } @$keys;
 	for my $id (keys %ops)
@@ -286,14 +285,13 @@ sub check_outcome
 	cmp_ok($during // 0, '>', 20, "$label: writes succeeded while keys were moving");
 	is($reads_bad // 0, 0, "$label: every read during the moves found its key");
 
-	# the state of the keys' rows; $todo: lost writes are known to happen
+	# the state of the keys' rows
 	my $array = 'ARRAY[' . join(', ', map { "'$_'" } @$keys) . ']';
 	my $counters = $front->safe_psql('postgres', qq{
 		SELECT string_agg(k || '=' || coalesce(collegedb.first(k, 'SELECT n FROM counters WHERE id = \$1', k)->>'n', 'missing'),
 		                  ' ' ORDER BY k)
 		  FROM unnest($array) AS k});
 	{
-		local $TODO = $todo;
 		is($counters, join(' ', map { "$_=" . ($inc{$_} // 0) } sort @$keys),
 			"$label: each counter equals its successful increments");
 	}
@@ -306,7 +304,6 @@ sub check_outcome
 	my $total = 0;
 	$total += $_ for values %inc;
 	{
-		local $TODO = $todo;
 		is($placement, scalar(@$keys) . "|$total",
 			"$label: each counter row is on one shard; the sum across shards is $total");
 	}
@@ -325,7 +322,6 @@ sub check_outcome
 	}
 	my @missing = grep { !$seen{$_} } sort keys %tags;
 	{
-		local $TODO = $todo;
 		is(scalar(keys %seen), scalar(keys %tags), "$label: " . scalar(keys %tags) . ' inserted rows');
 		is("@missing", '', "$label: no successful insert is missing");
 	}
@@ -413,7 +409,6 @@ $first_op = $op_seq;
 	# Concurrent movers copying into the same InnoDB table deadlock on gap locks
 	# (DELETE of the key's absent rows, then INSERT): the key is reported failed
 	# (the coordinator finishes its move later).
-	local $TODO = 'concurrent moves into a MariaDB shard deadlock (InnoDB gap locks)';
 	is($failed, '[]', 'to mariadb: the rebalance reports no failed key');
 }
 note "to mariadb: failed keys: $failed" if ($failed // '') ne '[]';
@@ -450,8 +445,7 @@ is(mysql_query($mdb, q{SELECT COUNT(*) FROM counters}, database => $mydb),
 # and gap locks never conflict; the mover reads the rows from a REPEATABLE READ
 # snapshot and then deletes the current rows, so a write committed in between is
 # deleted without having been copied.
-check_outcome('from mariadb', $first_op, \@mkeys, $windows,
-	'moves out of a MariaDB shard lose writes committed during the move');
+check_outcome('from mariadb', $first_op, \@mkeys, $windows);
 
 note sprintf "080 took %.1f s", time - $t_start;
 done_testing();

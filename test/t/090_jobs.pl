@@ -10,7 +10,7 @@
 # queued behind another moves nothing.  A synchronous rebalance cancelled from
 # another session returns what it moved.  A key moved by reassign_shard while a
 # rebalance has it pending, and two rebalances of one table at once, keep every key's
-# rows (known bugs, marked TODO).
+# rows.
 use strict;
 use warnings;
 
@@ -223,7 +223,6 @@ my $key_state = q{SELECT (SELECT count(*) FROM collegedb.all_json('%1$s', 'SELEC
 	|| '/' || coalesce((SELECT string_agg(shard, ',' ORDER BY shard)
 	                      FROM collegedb.fanout('SELECT 1 FROM items WHERE id = $1', '%1$s') WHERE error IS NULL), 'nowhere')};
 {
-	local $TODO = 'a rebalance moves a key from the source it planned, even after the key was moved away';
 	is(app(sprintf($key_state, $k1)), "1/2/$dst1",
 		"$k1 still reads one items row and two tags rows, on $dst1");
 	is(app(sprintf($key_state, $k2)), "1/2/$other2",
@@ -247,15 +246,12 @@ ok( poll_until(
 push @callers, psql_start($front, $two, dbname => 'app');
 my @outcomes = map { psql_finish($_, 60) } @callers;
 {
-	# collegedb_rebalance copies its 'failed' jsonb in SPI's memory (DatumGetJsonbPCopy
-	# between SPI_connect and SPI_finish) and returns it after SPI_finish freed it.
-	local $TODO = 'rebalance() returns its failed list from freed SPI memory';
+	# (rebalance() once returned its failed list from memory SPI_finish had freed)
 	is(join(' ', map { $_->{rc} } @outcomes), '0 0', 'two concurrent rebalances of one table both return')
 	  or diag join "\n", map { $_->{stderr} } @outcomes;
 }
 note 'the two rebalances returned: ' . join(' and ', map { $_->{stdout} } @outcomes);
 {
-	local $TODO = 'a rebalance moves a key from the source it planned, even after the key was moved away';
 	is(app($readable_sql), $readable_before,
 		"after two concurrent rebalances as many keys are readable as before ($readable_before)");
 }
