@@ -46,6 +46,9 @@ SELECT account, count(*), sum(amount) FROM ev GROUP BY account ORDER BY account;
 SELECT * FROM ev WHERE event_id = 42;
 SELECT event_id, at FROM ev WHERE at >= '2026-01-04 16:00' AND amount < 134 ORDER BY event_id;
 SELECT event_id FROM ev WHERE event_id IN (1, 2, 3, 1000) ORDER BY event_id;
+-- a scan run again for each outer row (rescans)
+SELECT i, (SELECT account FROM ev WHERE event_id = i) FROM generate_series(1, 4) AS i;
+SELECT i, (SELECT count(*) FROM ev WHERE amount > i * 30) FROM generate_series(1, 3) AS i;
 -- plans: the shards a statement reaches and its text in each dialect
 EXPLAIN (COSTS OFF, VERBOSE) SELECT * FROM ev WHERE event_id = 42;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev WHERE amount > 10 AND account = 'acct-1';

@@ -424,14 +424,26 @@ collegedb_iterate(ForeignScanState *node)
 	return next_row(st, slot);
 }
 
+/*
+ * drop_rows ends the scan's tuplestore, after its reading slot lets go of
+ * the row it holds from there.
+ */
+static void
+drop_rows(FdwScanState *st)
+{
+	if (st->store == NULL)
+		return;
+	ExecClearTuple(st->stored);
+	tuplestore_end(st->store);
+	st->store = NULL;
+}
+
 void
 collegedb_rescan(ForeignScanState *node)
 {
 	FdwScanState *st = node->fdw_state;
 
-	if (st->store)
-		tuplestore_end(st->store);
-	st->store = NULL;
+	drop_rows(st);
 	st->fetched = false;
 }
 
@@ -440,8 +452,8 @@ collegedb_end_scan(ForeignScanState *node)
 {
 	FdwScanState *st = node->fdw_state;
 
-	if (st && st->store)
-		tuplestore_end(st->store);
+	if (st)
+		drop_rows(st);
 }
 
 void
