@@ -21,10 +21,15 @@
 
 static int	tables_known = -1;	/* -1 unknown, else whether any exists */
 
+/*
+ * A sharded foreign table registers itself by being created, which
+ * invalidates its own relcache entry: while none is known, any
+ * invalidation asks again.  (A stale "some" only costs a tombstone lookup.)
+ */
 static void
 tables_relcache_callback(Datum arg, Oid relid)
 {
-	if (CatalogRelidIs(CD_REL_TABLES, relid))
+	if (tables_known == 0 || CatalogRelidIs(CD_REL_TABLES, relid))
 		tables_known = -1;
 }
 

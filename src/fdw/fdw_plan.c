@@ -494,6 +494,25 @@ append_returning(Deparse *d)
 }
 
 /*
+ * ensure_key_or_multi_shard refuses an UPDATE or DELETE of a sharded table
+ * without key equality, which would reach every shard, unless
+ * collegedb.allow_multi_shard_modify is on.
+ */
+static void
+ensure_key_or_multi_shard(CmdType op, FdwRelInfo *info)
+{
+	if (info->key_expr != NULL || info->table->shard != NULL || CollegeAllowMultiShardModify)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CD_CROSS_SHARD_UNSUPPORTED),
+			 errmsg("%s on a sharded table needs key equality",
+					op == CMD_UPDATE ? "UPDATE" : "DELETE"),
+			 errdetail("Without a condition on \"%s\" the statement would reach every shard.",
+					   get_attname(info->table->relid, info->table->key_attno, false)),
+			 errhint("Add the key to the WHERE clause, or SET collegedb.allow_multi_shard_modify = on.")));
+}
+
+/*
  * collegedb_plan_direct_modify sends an UPDATE or DELETE to the shards
  * whole, when every qual and new value can go there.
  */
@@ -555,14 +574,7 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 		}
 	}
 	key_param = deparse_where(&d, info, info->remote_conds);
-	if (info->key_expr == NULL && info->table->shard == NULL && !CollegeAllowMultiShardModify)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_CROSS_SHARD_UNSUPPORTED),
-				 errmsg("%s on a sharded table needs key equality",
-						op == CMD_UPDATE ? "UPDATE" : "DELETE"),
-				 errdetail("Without a condition on \"%s\" the statement would reach every shard.",
-						   get_attname(info->table->relid, info->table->key_attno, false)),
-				 errhint("Add the key to the WHERE clause, or SET collegedb.allow_multi_shard_modify = on.")));
+	ensure_key_or_multi_shard(op, info);
 	if (returning)
 		append_returning(&d);
 
@@ -587,13 +599,8 @@ collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
 		RelOptInfo *rel = root->simple_rel_array[resultRelation];
 		FdwRelInfo *info = rel ? rel->fdw_private : NULL;
 
-		if (info && info->key_expr == NULL && info->table->shard == NULL &&
-			!CollegeAllowMultiShardModify)
-			ereport(ERROR,
-					(errcode(ERRCODE_CD_CROSS_SHARD_UNSUPPORTED),
-					 errmsg("%s on a sharded table needs key equality",
-							plan->operation == CMD_UPDATE ? "UPDATE" : "DELETE"),
-					 errhint("Add the key to the WHERE clause, or SET collegedb.allow_multi_shard_modify = on.")));
+		if (info)
+			ensure_key_or_multi_shard(plan->operation, info);
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("this %s cannot be sent to the shards",

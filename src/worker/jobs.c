@@ -68,24 +68,6 @@ typedef struct JobRequest
 } JobRequest;
 
 /*
- * spi_exec runs one catalog statement with the catalog owner's rights (the
- * job's owner holds none on the tables: see catalog/catalog.c).
- */
-static uint64
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
-{
-	CdCatalogAccess access;
-	int			rc;
-
-	CatalogAccessBegin(&access);
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
-	CatalogAccessEnd(&access);
-	return SPI_processed;
-}
-
-/*
  * pick_target returns where a key should live: under computed placement
  * its owner in the newest epoch; otherwise the strategy's pick among the
  * shards that take keys, except that strategies which do not follow from
@@ -275,9 +257,9 @@ claim_and_move(int64 job_id)
 		MemoryContextReset(context);
 		WorkerBegin();
 		values[0] = Int64GetDatum(job_id);
-		if (spi_exec("SELECT 1 FROM collegedb.job WHERE id = $1 AND NOT cancel_requested",
+		if (WorkerExec("SELECT 1 FROM collegedb.job WHERE id = $1 AND NOT cancel_requested",
 					 1, types, values, NULL) == 0 ||
-			spi_exec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
+			WorkerExec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
 					 "(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
 					 "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING key, source, target",
 					 1, types, values, NULL) == 0)
@@ -297,22 +279,18 @@ claim_and_move(int64 job_id)
 			move_one(job_id, key, source, target);
 			WorkerBegin();
 			values[1] = CStringGetTextDatum(key);
-			spi_exec("UPDATE collegedb.job_key SET state = 'moved' WHERE job_id = $1 AND key = $2",
+			WorkerExec("UPDATE collegedb.job_key SET state = 'moved' WHERE job_id = $1 AND key = $2",
 					 2, types, values, NULL);
 			WorkerCommit();
 		}
 		PG_CATCH();
 		{
-			ErrorData  *edata;
+			ErrorData  *edata = WorkerCatchError(context);
 
-			MemoryContextSwitchTo(context);
-			edata = CopyErrorData();
-			FlushErrorState();
-			AbortCurrentTransaction();
 			WorkerBegin();
 			values[1] = CStringGetTextDatum(key);
 			values[2] = CStringGetTextDatum(edata->message);
-			spi_exec("UPDATE collegedb.job_key SET state = 'failed', error = $3 "
+			WorkerExec("UPDATE collegedb.job_key SET state = 'failed', error = $3 "
 					 "WHERE job_id = $1 AND key = $2", 3, types, values, NULL);
 			WorkerCommit();
 		}
@@ -370,7 +348,7 @@ finish_job(int64 job_id, const char *state, const char *result, const char *erro
 	nulls[2] = result ? ' ' : 'n';
 	values[3] = error ? CStringGetTextDatum(error) : (Datum) 0;
 	nulls[3] = error ? ' ' : 'n';
-	spi_exec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
+	WorkerExec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
 			 "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), last_error = $4, "
 			 "finished_at = now() WHERE id = $1", 4, types, values, nulls);
 }
@@ -398,7 +376,7 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 	 * not finished (pending, or claimed by a mover that died) follow the
 	 * new plan, and a key the new plan moves again is pending again.
 	 */
-	spi_exec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
+	WorkerExec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
 			 1, types, values, NULL);
 	foreach(lc, plan->moves)
 	{
@@ -407,13 +385,13 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 		values[1] = CStringGetTextDatum(jk->key);
 		values[2] = CStringGetTextDatum(jk->source->name);
 		values[3] = CStringGetTextDatum(jk->target->name);
-		spi_exec("INSERT INTO collegedb.job_key (job_id, key, source, target) VALUES ($1, $2, $3, $4) "
+		WorkerExec("INSERT INTO collegedb.job_key (job_id, key, source, target) VALUES ($1, $2, $3, $4) "
 				 "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
 				 "target = EXCLUDED.target, state = 'pending', error = NULL",
 				 4, types, values, NULL);
 	}
 	/* keys an earlier run moved are agreed now: count them once */
-	spi_exec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1", 1, types, values, NULL);
+	WorkerExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1", 1, types, values, NULL);
 	{
 		bool		isnull;
 		int64		earlier = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -426,7 +404,7 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 	}
 	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(result.data));
 	types[1] = JSONBOID;
-	spi_exec("UPDATE collegedb.job SET result = $2 WHERE id = $1", 2, types, values, NULL);
+	WorkerExec("UPDATE collegedb.job SET result = $2 WHERE id = $1", 2, types, values, NULL);
 	WorkerCommit();
 
 	movers = launch_movers(job_id, Min(concurrency, list_length(plan->moves)) - 1);
@@ -516,7 +494,7 @@ run_move(int64 job_id, const char *key, const char *target_name, bool force)
 
 	WorkerBegin();
 	values[0] = Int64GetDatum(move_id);
-	spi_exec("SELECT jsonb_build_object('moved', true, 'move_id', id, 'from', source, 'to', target, "
+	WorkerExec("SELECT jsonb_build_object('moved', true, 'move_id', id, 'from', source, 'to', target, "
 			 "'rows', rows)::text FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
 	result = MemoryContextStrdup(TopMemoryContext,
 								 TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0],
@@ -544,7 +522,7 @@ JobRun(int64 job_id)
 	bool		isnull;
 
 	WorkerBegin();
-	if (spi_exec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
+	if (WorkerExec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
 				 "lease_pid = pg_backend_pid() WHERE id = $1 AND state IN ('queued', 'running') "
 				 "RETURNING kind, table_name, key, target, force, "
 				 "coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
@@ -577,12 +555,8 @@ JobRun(int64 job_id)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = WorkerCatchError(context);
 
-		MemoryContextSwitchTo(context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		WorkerBegin();
 		finish_job(job_id, "failed", NULL, edata->message);
 		WorkerCommit();
@@ -642,7 +616,7 @@ collegedb_job_main(Datum arg)
 	values[5] = Int32GetDatum(req->concurrency);
 	nulls[5] = req->concurrency > 0 ? ' ' : 'n';
 	values[6] = ObjectIdGetDatum(req->owner);
-	spi_exec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, state) "
+	WorkerExec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, state) "
 			 "VALUES ($1, $2, $3, $4, $5, $6, $7, 'running') RETURNING id",
 			 7, types, values, nulls);
 	req->job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

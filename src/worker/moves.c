@@ -76,11 +76,11 @@ WorkerCommit(void)
 }
 
 /*
- * spi_exec runs one catalog statement with the catalog owner's rights (the
- * job's owner holds none on the tables: see catalog/catalog.c).
+ * WorkerExec runs one catalog statement with the catalog owner's rights
+ * (the job's owner holds none on the tables: see catalog/catalog.c).
  */
-static uint64
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+uint64
+WorkerExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
 	CdCatalogAccess access;
 	int			rc;
@@ -91,6 +91,23 @@ spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *null
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
 	CatalogAccessEnd(&access);
 	return SPI_processed;
+}
+
+/*
+ * WorkerCatchError, in a PG_CATCH block, takes the error into 'context',
+ * clears it and aborts the transaction, so that the caller can record the
+ * error in a new one.
+ */
+ErrorData *
+WorkerCatchError(MemoryContext context)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(context);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	return edata;
 }
 
 static char *
@@ -121,7 +138,7 @@ load_move(int64 move_id)
 	MoveRow		m;
 	MemoryContext old;
 
-	if (spi_exec("SELECT key, source, target, step FROM collegedb.move WHERE id = $1",
+	if (WorkerExec("SELECT key, source, target, step FROM collegedb.move WHERE id = $1",
 				 1, types, values, NULL) != 1)
 		elog(ERROR, "move %ld does not exist", (long) move_id);
 	old = MemoryContextSwitchTo(caller);
@@ -148,7 +165,7 @@ set_step(int64 move_id, const char *step, const char *rows)
 	values[1] = CStringGetTextDatum(step);
 	values[2] = rows ? DirectFunctionCall1(jsonb_in, CStringGetDatum(rows)) : (Datum) 0;
 	nulls[2] = rows ? ' ' : 'n';
-	spi_exec("UPDATE collegedb.move SET step = $2, rows = coalesce($3, rows), error = NULL, "
+	WorkerExec("UPDATE collegedb.move SET step = $2, rows = coalesce($3, rows), error = NULL, "
 			 "lease_pid = pg_backend_pid(), lease_until = now() + interval '" MOVE_LEASE "', "
 			 "updated_at = now() WHERE id = $1",
 			 3, types, values, nulls);
@@ -292,7 +309,7 @@ step_copy(MoveRow *m)
 		values[1] = CStringGetTextDatum(strcmp(now, target) == 0 ? "" :
 										psprintf("key \"%s\" is on shard \"%s\" now, not on \"%s\"; nothing was moved",
 												 m->key, now, source));
-		spi_exec("UPDATE collegedb.move SET step = CASE WHEN $2 = '' THEN 'done' ELSE 'failed' END, "
+		WorkerExec("UPDATE collegedb.move SET step = CASE WHEN $2 = '' THEN 'done' ELSE 'failed' END, "
 				 "error = nullif($2, ''), rows = '{}', lease_until = NULL, updated_at = now() "
 				 "WHERE id = $1", 2, types, values, NULL);
 		return;
@@ -395,10 +412,10 @@ step_map(MoveRow *m)
 
 	values[0] = CStringGetTextDatum(RouterStoredKey(m->key, strlen(m->key)));
 	values[1] = CStringGetTextDatum(m->target->name);
-	if (spi_exec("UPDATE collegedb.mapping SET shard = $2 WHERE record = "
+	if (WorkerExec("UPDATE collegedb.mapping SET shard = $2 WHERE record = "
 				 "(SELECT record FROM collegedb.mapping WHERE key = $1)",
 				 2, types, values, NULL) == 0)
-		spi_exec("INSERT INTO collegedb.mapping (key, record, shard) VALUES ($1, $1, $2) "
+		WorkerExec("INSERT INTO collegedb.mapping (key, record, shard) VALUES ($1, $1, $2) "
 				 "ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
 				 2, types, values, NULL);
 	set_step(m->id, "mapped", NULL);
@@ -442,7 +459,7 @@ MoveStart(int64 job_id, const char *key, const char *source, const char *target)
 	values[2] = CStringGetTextDatum(source);
 	values[3] = CStringGetTextDatum(target);
 
-	if (spi_exec("SELECT id, lease_until > now() AND EXISTS "
+	if (WorkerExec("SELECT id, lease_until > now() AND EXISTS "
 				 "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = m.lease_pid) "
 				 "FROM collegedb.move m WHERE key = $2 AND step NOT IN ('done', 'failed') "
 				 "FOR UPDATE", 4, types, values, nulls) > 0)
@@ -457,14 +474,14 @@ MoveStart(int64 job_id, const char *key, const char *source, const char *target)
 					 errdetail("Move %ld is running.", (long) id)));
 		/* an interrupted move of the key: finish it rather than start anew */
 		values[0] = Int64GetDatum(id);
-		spi_exec("UPDATE collegedb.move SET lease_pid = pg_backend_pid(), "
+		WorkerExec("UPDATE collegedb.move SET lease_pid = pg_backend_pid(), "
 				 "lease_until = now() + interval '" MOVE_LEASE "' WHERE id = $1",
 				 1, types, values, NULL);
 		return id;
 	}
 
 	/* a mover that got here first, between the check above and now */
-	if (spi_exec("INSERT INTO collegedb.move (job_id, key, source, target, lease_pid, lease_until) "
+	if (WorkerExec("INSERT INTO collegedb.move (job_id, key, source, target, lease_pid, lease_until) "
 				 "VALUES ($1, $2, $3, $4, pg_backend_pid(), now() + interval '" MOVE_LEASE "') "
 				 "ON CONFLICT (key) WHERE step NOT IN ('done', 'failed') DO NOTHING "
 				 "RETURNING id", 4, types, values, nulls) == 0)
@@ -502,10 +519,7 @@ MoveRun(int64 move_id)
 		}
 		PG_CATCH();
 		{
-			MemoryContextSwitchTo(caller);
-			edata = CopyErrorData();
-			FlushErrorState();
-			AbortCurrentTransaction();
+			edata = WorkerCatchError(caller);
 		}
 		PG_END_TRY();
 		if (edata == NULL)
@@ -532,7 +546,7 @@ MoveRun(int64 move_id)
 		WorkerBegin();
 		values[0] = Int64GetDatum(move_id);
 		values[1] = CStringGetTextDatum(edata->message);
-		spi_exec("UPDATE collegedb.move SET error = $2, lease_until = now() "
+		WorkerExec("UPDATE collegedb.move SET error = $2, lease_until = now() "
 				 "WHERE id = $1 AND step NOT IN ('done', 'failed')", 2, types, values, NULL);
 		WorkerCommit();
 		MemoryContextSwitchTo(caller);
@@ -576,7 +590,7 @@ move_steps(int64 move_id)
 			Oid			types[1] = {INT8OID};
 			Datum		values[1] = {Int64GetDatum(move_id)};
 
-			spi_exec("UPDATE collegedb.move SET step = 'done', lease_until = NULL, "
+			WorkerExec("UPDATE collegedb.move SET step = 'done', lease_until = NULL, "
 					 "updated_at = now() WHERE id = $1", 1, types, values, NULL);
 			done_step = "done";
 		}
@@ -587,7 +601,7 @@ move_steps(int64 move_id)
 				Oid			types[1] = {INT8OID};
 				Datum		values[1] = {Int64GetDatum(move_id)};
 
-				spi_exec("SELECT error FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
+				WorkerExec("SELECT error FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
 				failure = spi_text(0, 1);
 				failure = MemoryContextStrdup(old, failure ? failure : "the move failed");
 			}

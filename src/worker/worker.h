@@ -26,6 +26,9 @@ extern int64 MoveStart(int64 job_id, const char *key, const char *source,
 extern void MoveRun(int64 move_id);
 extern void WorkerBegin(void);
 extern void WorkerCommit(void);
+extern uint64 WorkerExec(const char *sql, int nargs, Oid *types, Datum *values,
+						 const char *nulls);
+extern ErrorData *WorkerCatchError(MemoryContext context);
 
 /* jobs.c */
 typedef struct JobPlan
