@@ -2,7 +2,12 @@
 
 MODULE_big = collegedb
 EXTENSION = collegedb
-DATA = $(wildcard sql/collegedb--*.sql)
+# 0.1 is released and never changes; each later version's full script is the
+# previous full script followed by the upgrade script to it, built here, so
+# that a fresh install and an upgrade run the same statements.
+EXTVERSION = 0.2
+DATA = sql/collegedb--0.1.sql $(wildcard sql/collegedb--*--*.sql)
+DATA_built = sql/collegedb--$(EXTVERSION).sql
 PGFILEDESC = "collegedb - route keyed statements to PostgreSQL, SQLite and MySQL shards"
 
 OBJS = \
@@ -53,6 +58,9 @@ SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+sql/collegedb--0.2.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql
+	cat $^ > $@
 
 # without configure's dependency tracking, rebuild everything when a header changes
 HEADERS = $(wildcard src/*.h src/*/*.h)
