@@ -276,6 +276,19 @@ RemoteExecute(const CdShard *shard, const char *sql, int nparams,
 	}
 }
 
+/*
+ * RemoteExecuteInternal runs one of collegedb's own statements (a move's
+ * copy, tombstones, probes, sizes, the objects add_shard creates): the
+ * adapters may allow these what they refuse statements a caller routed,
+ * such as writes to collegedb_tombstones.  Never pass it a caller's text.
+ */
+int64
+RemoteExecuteInternal(const CdShard *shard, const char *sql, int nparams,
+					  const CdParam *params, CdRowSink *sink, bool is_write)
+{
+	return RemoteExecute(shard, sql, nparams, params, sink, is_write);
+}
+
 /* SQLSTATE the PostgreSQL guard raises when the key has moved */
 #define GUARD_MOVED_SQLSTATE "CD0M1"
 
@@ -382,7 +395,7 @@ RemoteTombstone(const CdShard *shard, const char *key, int key_len)
 	CaptureRowSink found;
 
 	CaptureRowSinkInit(&found);
-	(void) RemoteExecute(shard, TOMBSTONE_SQL, 1, &kp, &found.base, false);
+	(void) RemoteExecuteInternal(shard, TOMBSTONE_SQL, 1, &kp, &found.base, false);
 	if (found.rows == NIL)
 		return NULL;
 	return pstrdup(((CdParam *) linitial(found.rows))[0].str);

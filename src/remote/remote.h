@@ -42,6 +42,9 @@ extern CdConnectionStatus *ConnectionStatusList(int *count);
 extern int64 RemoteExecute(const CdShard *shard, const char *sql,
 						   int nparams, const CdParam *params,
 						   CdRowSink *sink, bool is_write);
+extern int64 RemoteExecuteInternal(const CdShard *shard, const char *sql,
+								   int nparams, const CdParam *params,
+								   CdRowSink *sink, bool is_write);
 extern bool StatementIsRead(const char *sql);
 
 /* values.c */

@@ -217,7 +217,7 @@ measure_size(const CdShard *shard, int64 *size)
 	PG_TRY();
 	{
 		JsonbRowSinkInit(&sink, NULL, NULL);
-		(void) RemoteExecute(shard, AdapterForDialect(shard->dialect)->size_sql,
+		(void) RemoteExecuteInternal(shard, AdapterForDialect(shard->dialect)->size_sql,
 							 0, NULL, &sink.base, false);
 		if (sink.first != NULL)
 		{

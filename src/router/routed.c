@@ -57,7 +57,7 @@ RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n
 									   adapter->quote_ident(table->name),
 									   adapter->quote_ident(table->key_column));
 
-			if (RemoteExecute(shards[i], sql, 1, &param, NULL, false) > 0)
+			if (RemoteExecuteInternal(shards[i], sql, 1, &param, NULL, false) > 0)
 				return i;
 		}
 	}

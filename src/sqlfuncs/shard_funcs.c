@@ -156,7 +156,7 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	strlcpy(shard.name, name, NAMEDATALEN);
 	shard.serverid = server->serverid;
 	for (const char *const *ddl = AdapterForDialect(shard.dialect)->shard_ddl; *ddl; ddl++)
-		(void) RemoteExecute(&shard, *ddl, 0, NULL, NULL, true);
+		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);

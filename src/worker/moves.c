@@ -197,7 +197,7 @@ read_rows(const CdShard *shard, const CdTable *table, const char *key, bool is_w
 	CdParam		kp = text_param(key);
 
 	CaptureRowSinkInit(rows);
-	(void) RemoteExecute(shard,
+	(void) RemoteExecuteInternal(shard,
 						 psprintf("SELECT * FROM %s WHERE %s = $1",
 								  adapter->quote_ident(table->name),
 								  adapter->quote_ident(table->key_column)),
@@ -218,12 +218,12 @@ replace_rows(const CdShard *target, const CdTable *table, const char *key,
 	StringInfoData insert;
 	ListCell   *lc;
 
-	(void) RemoteExecute(target,
+	(void) RemoteExecuteInternal(target,
 						 psprintf("DELETE FROM %s WHERE %s = $1",
 								  adapter->quote_ident(table->name),
 								  adapter->quote_ident(table->key_column)),
 						 1, &kp, NULL, true);
-	(void) RemoteExecute(target, "DELETE FROM collegedb_tombstones WHERE shard_key = $1",
+	(void) RemoteExecuteInternal(target, "DELETE FROM collegedb_tombstones WHERE shard_key = $1",
 						 1, &kp, NULL, true);
 	if (rows->rows == NIL)
 		return;
@@ -237,7 +237,7 @@ replace_rows(const CdShard *target, const CdTable *table, const char *key,
 		appendStringInfo(&insert, "%s$%d", i ? ", " : "", i + 1);
 	appendStringInfoChar(&insert, ')');
 	foreach(lc, rows->rows)
-		(void) RemoteExecute(target, insert.data, rows->ncols, lfirst(lc), NULL, true);
+		(void) RemoteExecuteInternal(target, insert.data, rows->ncols, lfirst(lc), NULL, true);
 }
 
 /*
@@ -362,9 +362,9 @@ step_source(MoveRow *m)
 	 * takes its write lock at the target's first write.
 	 */
 	if (strcmp(m->target->name, m->source->name) < 0)
-		(void) RemoteExecute(m->target, "DELETE FROM collegedb_tombstones WHERE shard_key = $1",
+		(void) RemoteExecuteInternal(m->target, "DELETE FROM collegedb_tombstones WHERE shard_key = $1",
 							 1, &kp, NULL, true);
-	(void) RemoteExecute(m->source, adapter->lock_key_sql, 1, &kp, NULL, true);
+	(void) RemoteExecuteInternal(m->source, adapter->lock_key_sql, 1, &kp, NULL, true);
 	foreach(lc, tables)
 	{
 		rows[i] = read_rows(m->source, lfirst(lc), m->key, true);
@@ -373,7 +373,7 @@ step_source(MoveRow *m)
 	}
 	RemoteCommitNow(m->target);
 
-	(void) RemoteExecute(m->source, "DELETE FROM collegedb_tombstones WHERE shard_key = $1",
+	(void) RemoteExecuteInternal(m->source, "DELETE FROM collegedb_tombstones WHERE shard_key = $1",
 						 1, &kp, NULL, true);
 	foreach(lc, tables)
 	{
@@ -387,10 +387,10 @@ step_source(MoveRow *m)
 		tp[3].kind = CD_VALUE_INT;
 		tp[3].ival = m->id;
 		tp[3].typid = INT8OID;
-		(void) RemoteExecute(m->source,
+		(void) RemoteExecuteInternal(m->source,
 							 "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to, move_id) "
 							 "VALUES ($1, $2, $3, $4)", 4, tp, NULL, true);
-		(void) RemoteExecute(m->source,
+		(void) RemoteExecuteInternal(m->source,
 							 psprintf("DELETE FROM %s WHERE %s = $1",
 									  adapter->quote_ident(table->name),
 									  adapter->quote_ident(table->key_column)),
