@@ -47,8 +47,11 @@ OBJS = \
 	src/sqlfuncs/route_funcs.o \
 	src/sqlfuncs/stats_funcs.o \
 	src/sqlfuncs/move_funcs.o \
+	src/sqlfuncs/table_funcs.o \
 	src/worker/coordinator.o \
 	src/worker/jobs.o \
+	src/worker/launcher.o \
+	src/worker/move_shards.o \
 	src/worker/moves.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror

@@ -107,12 +107,14 @@ SELECT max(epoch) FROM collegedb.epochs;
 SELECT collegedb.reset_setting('eligible');
 SELECT * FROM collegedb.publish_eligibility();
 
--- no eligible shard: nothing published, reads work, writes of new keys fail
+-- no eligible shard: nothing published, reads work, the cluster is
+-- read-only (writes of new keys and of existing ones fail)
 SELECT collegedb.set_shard_state(s, drain => 'draining') FROM unnest(ARRAY['db-a', 'db-c', 'db-d']) AS s;
 SELECT * FROM collegedb.publish_eligibility();
 SELECT readable('user-', 300);
 SELECT try($$SELECT collegedb.run('brand-new', 'INSERT INTO users (id) VALUES ($1)', 'brand-new')$$);
-SELECT collegedb.run('user-2', 'UPDATE users SET n = n + 1 WHERE id = $1', 'user-2') AS existing_key_updated;
+SELECT try($$SELECT collegedb.run('user-2', 'UPDATE users SET n = n + 1 WHERE id = $1', 'user-2')$$) AS existing_key;
+SELECT collegedb.first('user-2', 'SELECT n FROM users WHERE id = $1', 'user-2') AS unchanged;
 SELECT collegedb.set_shard_state(s, drain => 'active') FROM unnest(ARRAY['db-a', 'db-b', 'db-c', 'db-d']) AS s;
 SELECT epoch, shards FROM collegedb.epochs ORDER BY epoch DESC LIMIT 1;
 

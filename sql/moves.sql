@@ -57,7 +57,10 @@ SELECT * FROM collegedb.all('ann', 'SELECT id, name, score, active, avatar, seen
   AS t(id text, name text, score numeric, active boolean, avatar bytea, seen timestamp, doc jsonb);
 SELECT placement('ann');
 SELECT shard, source, hops FROM collegedb.route('ann');
-SELECT key, source, target, step, rows FROM collegedb.moves ORDER BY id;
+-- the journal keeps the key's stored form (hashed, as in collegedb.mapping)
+SELECT key = collegedb.mapping_key('ann') AS stored_key, source, target, step, rows, generation, attempts
+  FROM collegedb.moves ORDER BY id;
+SELECT count(*) AS clear_keys FROM collegedb.move WHERE raw_key IS NOT NULL OR key = 'ann';
 -- the source keeps a tombstone
 SELECT * FROM collegedb.all_on_shard('pg', 'SELECT table_name, shard_key, moved_to FROM collegedb_tombstones ORDER BY table_name');
 
@@ -145,11 +148,35 @@ SELECT try($$SELECT collegedb.rebalance('users', concurrency => -2)$$);
 SELECT try($$SELECT collegedb.cancel_job(424242)$$);
 SELECT try($$SELECT collegedb.wait_for_job(424242)$$);
 SELECT try($$SELECT collegedb.reassign_shard(NULL, 'l1')$$);
-SELECT collegedb.register_table('ghosts', 'id');
+-- a table (or key column) that a shard does not have is not registered,
+-- and a registered table keeps its key column
+SELECT try($$SELECT collegedb.register_table('ghosts', 'id')$$);
+SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE extra (id TEXT)') ORDER BY shard;
+SELECT try($$SELECT collegedb.register_table('extra', 'nope')$$);
+SELECT try($$SELECT collegedb.register_table('users', 'nope')$$);
+SELECT try($$SELECT collegedb.register_table('visits', 'id')$$);
+SELECT try($$SELECT collegedb.register_table('visits', 'user_id')$$) AS same_again;
+SELECT try($$SELECT collegedb.register_table('', 'id')$$);
+SELECT table_name, key_column FROM collegedb.tables;
 SELECT try($$SELECT collegedb.rebalance('ghosts')$$);
+-- a lookup key's record is moved by its primary key: with hash_mappings the
+-- primary key is not known, so the move is refused, and nothing changes
+SELECT collegedb.add_lookup_keys('ann', ARRAY['email:ann@example.com']);
+SELECT try($$SELECT collegedb.reassign_shard('email:ann@example.com', 'l3')$$);
+SELECT placement('ann'), (SELECT shard FROM collegedb.route('email:ann@example.com'));
+-- waiting for a job that does not end in time is an error naming it
+INSERT INTO collegedb.job (kind, table_name, owner, state, lease_pid, lease_backend_start)
+VALUES ('rebalance', 'users', 10, 'running', pg_backend_pid(),
+        (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()))
+RETURNING id AS stuck_job \gset
+\set VERBOSITY default
+SELECT collegedb.wait_for_job(:stuck_job, '10 ms');
+\set VERBOSITY terse
+DELETE FROM collegedb.job WHERE id = :stuck_job;
 
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE users') ORDER BY shard;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE visits') ORDER BY shard;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE extra') ORDER BY shard;
 DROP EXTENSION collegedb CASCADE;
 DROP DATABASE collegedb_moves;
 DROP FUNCTION try(text), placement(text);

@@ -49,6 +49,9 @@ SELECT count(*) AS changed FROM collegedb.settings WHERE NOT is_default;
 SELECT collegedb.configure(hash_mappings => false);
 SELECT collegedb.run('plain-1', 'INSERT INTO users (id, name) VALUES ($1, $2)', 'plain-1', 'Plain');
 SELECT collegedb.mapping_key('plain-1'), collegedb.keys_for_shard(collegedb.shard_for_key('plain-1'));
+-- lookup keys are kept as they are too
+SELECT collegedb.add_lookup_keys('plain-1', ARRAY['email:plain@example.com']);
+SELECT collegedb.get_lookup_keys('email:plain@example.com');
 SELECT try($$SELECT collegedb.configure(hash_mappings => true)$$);
 SELECT collegedb.run('plain-1', 'DELETE FROM users WHERE id = $1', 'plain-1');
 SELECT collegedb.delete_mapping('plain-1');
@@ -121,8 +124,13 @@ SELECT collegedb.run('user-123', 'INSERT INTO users (id, name, email) VALUES ($1
 SELECT collegedb.first('username:john_doe', 'SELECT name FROM users WHERE id = $1', 'user-123');
 SELECT shard, source FROM collegedb.route('email:john@example.com');
 SELECT collegedb.add_lookup_keys('user-123', ARRAY['id:123']);
-SELECT collegedb.get_lookup_keys('id:123');
-SELECT collegedb.get_lookup_keys('user-123');
+-- with hash_mappings the lookup keys are stored (and returned) hashed, as
+-- mapping_key() shows them
+CREATE FUNCTION stored(keys text[]) RETURNS text[] LANGUAGE sql AS
+  $$ SELECT array_agg(collegedb.mapping_key(k) ORDER BY o) FROM unnest(keys) WITH ORDINALITY AS u(k, o) $$;
+SELECT collegedb.get_lookup_keys('id:123') = stored(ARRAY['user-123', 'username:john_doe', 'email:john@example.com', 'id:123']) AS stored_forms;
+SELECT collegedb.get_lookup_keys('user-123') = stored(ARRAY['user-123', 'username:john_doe', 'email:john@example.com', 'id:123']) AS stored_forms;
+SELECT count(*) AS clear_text FROM collegedb.mapping m, unnest(m.keys) AS k WHERE k LIKE '%:%' OR k LIKE 'user-%';
 SELECT collegedb.get_lookup_keys('nobody');
 SELECT count(*) FROM collegedb.mapping WHERE record = collegedb.mapping_key('user-123');
 -- keys_for_shard lists digests when keys are hashed
@@ -145,7 +153,7 @@ SELECT collegedb.set_mapping('user-456', 'db-a', ARRAY['email:jane@example.com']
 SELECT try($$SELECT collegedb.add_lookup_keys('user-456', ARRAY['email:new@example.com', 'username:john_doe'])$$);
 SELECT try($$SELECT collegedb.set_mapping('user-789', 'db-a', ARRAY['email:jane@example.com'])$$);
 SELECT try($$SELECT collegedb.set_mapping('email:jane@example.com', 'db-c')$$);
-SELECT collegedb.get_lookup_keys('user-456');
+SELECT collegedb.get_lookup_keys('user-456') = stored(ARRAY['user-456', 'email:jane@example.com']) AS stored_forms;
 SELECT count(*) FROM collegedb.mapping WHERE key IN (collegedb.mapping_key('email:new@example.com'),
                                                       collegedb.mapping_key('user-789'));
 -- delete_mapping removes every key of the record
@@ -217,4 +225,5 @@ SELECT k, (SELECT shard FROM collegedb.route(k)) = collegedb.rendezvous_owner(k,
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE users') ORDER BY shard;
 DROP FUNCTION try(text);
 DROP FUNCTION bad_predicate(text);
+DROP FUNCTION stored(text[]);
 DROP EXTENSION collegedb CASCADE;

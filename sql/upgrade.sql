@@ -75,6 +75,13 @@ SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE up_users (id TEXT PRIMAR
 SELECT collegedb.register_table('up_users', 'id');
 SELECT collegedb.configure(mapping_cache_ttl => '5 seconds');
 SELECT collegedb.run('u1', 'INSERT INTO up_users VALUES ($1, $2)', 'u1', 'Ann');
+-- lookup keys, a finished and an unfinished move, as 0.1 kept them (in clear)
+SELECT collegedb.add_lookup_keys('u1', ARRAY['email:u1@example.com']);
+INSERT INTO collegedb.move (key, source, target, step) VALUES ('u0', 'up_a', 'up_a', 'done');
+INSERT INTO collegedb.move (key, source, target, step) VALUES ('u9', 'up_a', 'up_a', 'failed');
+-- (held by this session, so that no coordinator takes it over)
+INSERT INTO collegedb.move (key, source, target, step, lease_pid)
+VALUES ('u8', 'up_a', 'up_a', 'journaled', pg_backend_pid());
 
 ALTER EXTENSION collegedb UPDATE;
 SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'collegedb')
@@ -86,6 +93,15 @@ SELECT collegedb.first('u1', 'SELECT name FROM up_users WHERE id = $1', 'u1');
 SELECT name, value FROM collegedb.settings WHERE name = 'mapping_cache_ttl';
 SELECT table_name, key_column FROM collegedb.tables;
 SELECT collegedb.shard_for_key('u1');
+-- with hash_mappings, 0.2 keeps lookup and journal keys hashed (an
+-- unfinished move keeps its key beside, until it ends)
+SELECT collegedb.get_lookup_keys('email:u1@example.com')
+       = ARRAY[collegedb.mapping_key('u1'), collegedb.mapping_key('email:u1@example.com')] AS lookup_keys_hashed;
+SELECT step, key = collegedb.mapping_key(coalesce(raw_key, CASE step WHEN 'done' THEN 'u0' ELSE 'u9' END)) AS hashed,
+       raw_key, generation, attempts
+  FROM collegedb.move ORDER BY id;
+DELETE FROM collegedb.move;
+DELETE FROM collegedb.mapping WHERE record = collegedb.mapping_key('u1') AND key <> record;
 
 CREATE TEMP TABLE upgraded AS SELECT * FROM public.collegedb_objects();
 SELECT count(*) FROM collegedb.run_on_all('DROP TABLE up_users');

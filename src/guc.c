@@ -69,10 +69,10 @@ GucInit(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.database",
-							   "Sets the database the coordinator worker serves.",
-							   "The coordinator recovers interrupted moves and runs scheduled jobs there.",
+							   "Restricts the coordinator workers to one database.",
+							   "Empty (the default): every database that has the extension gets a coordinator, which recovers interrupted moves and runs scheduled jobs there.",
 							   &CollegeWorkerDatabase,
-							   "postgres",
+							   "",
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
@@ -124,6 +124,24 @@ GucInit(void)
 								0,
 								NULL, NULL, NULL);
 
+	DefineCustomIntVariable("collegedb.move_lease",
+							"Sets how long a move's lease lasts between two of its steps.",
+							"Only shown in collegedb.moves and logged when a live mover is past it: a move changes hands only when its worker is gone.",
+							&CollegeMoveLease,
+							30, 1, 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.move_max_attempts",
+							"Sets how many times a failing move is tried before it stays failed.",
+							"Retries wait 1 s, 2 s, 4 s, ... (at most 5 minutes); a move past source_done is retried until it finishes.",
+							&CollegeMoveMaxAttempts,
+							8, 1, 1000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomStringVariable("collegedb.target_region",
 							   "Overrides the target_region setting of the location strategy in this session.",
 							   "Empty means the setting applies.",
@@ -137,6 +155,15 @@ GucInit(void)
 							   "For tests only: stops movers after this journal step.",
 							   NULL,
 							   &CollegeTestPauseAfterStep,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("collegedb.test_pause_in_step",
+							   "For tests only: stops movers inside the source step ('source_lock': once the key is locked; 'source': once the target committed its copy) until they are killed.",
+							   NULL,
+							   &CollegeTestPauseInStep,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_NOT_IN_SAMPLE,

@@ -5,7 +5,8 @@
  *	  backend, and the check that collegedb was preloaded.
  *
  * It also holds the round-robin strategy's counters, one per database, so
- * that new keys split exactly across every backend of the front.
+ * that new keys split exactly across every backend of the front, and the
+ * launcher's table of coordinators (worker/launcher.c owns its layout).
  *
  * Shared memory exists only when collegedb is in shared_preload_libraries.
  * Everything that needs it calls EnsurePreloaded() first, which fails with
@@ -27,6 +28,7 @@
 
 #include "collegedb.h"
 #include "shmem.h"
+#include "worker/worker.h"
 
 typedef struct ShardActivityEntry
 {
@@ -88,8 +90,9 @@ ShmemInit(void)
 static Size
 shared_size(void)
 {
-	return add_size(MAXALIGN(sizeof(CollegeSharedState)),
-					hash_estimate_size(CollegeMaxShards, sizeof(ShardActivityEntry)));
+	return add_size(add_size(MAXALIGN(sizeof(CollegeSharedState)),
+							 hash_estimate_size(CollegeMaxShards, sizeof(ShardActivityEntry))),
+					LauncherShmemSize());
 }
 
 static void
@@ -99,6 +102,7 @@ collegedb_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(shared_size());
 	RequestNamedLWLockTranche("collegedb", 1);
+	RequestNamedLWLockTranche("collegedb launcher", 1);
 }
 
 /*
@@ -131,6 +135,7 @@ collegedb_shmem_startup(void)
 	shared_activity = ShmemInitHash("collegedb shard activity",
 									CollegeMaxShards, CollegeMaxShards,
 									&ctl, HASH_ELEM | HASH_STRINGS);
+	LauncherShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -250,11 +255,11 @@ ShmemActivitySnapshot(int *count)
 }
 
 /*
- * ShmemRoundRobinTicket returns this database's next round-robin number,
- * shared by every backend.
+ * round_robin_slot returns this database's round-robin counter, claiming a
+ * free one the first time.
  */
-uint64
-ShmemRoundRobinTicket(void)
+static RoundRobinSlot *
+round_robin_slot(void)
 {
 	RoundRobinSlot *slot = NULL;
 
@@ -282,5 +287,26 @@ ShmemRoundRobinTicket(void)
 					 errmsg("too many databases use the round-robin strategy"),
 					 errdetail("The server keeps %d round-robin counters.", ROUND_ROBIN_SLOTS)));
 	}
-	return pg_atomic_fetch_add_u64(&slot->next, 1);
+	return slot;
+}
+
+/*
+ * ShmemRoundRobinTicket returns this database's next round-robin number,
+ * shared by every backend, and advances it.
+ */
+uint64
+ShmemRoundRobinTicket(void)
+{
+	return pg_atomic_fetch_add_u64(&round_robin_slot()->next, 1);
+}
+
+/*
+ * ShmemRoundRobinPeek returns the number the next ticket will have,
+ * without taking it: what explaining a decision (route(), shard_for_key())
+ * may use, since it must not change the split.
+ */
+uint64
+ShmemRoundRobinPeek(void)
+{
+	return pg_atomic_read_u64(&round_robin_slot()->next);
 }

@@ -207,6 +207,13 @@ typedef struct CdConnInfo
  *			 guarded writers wait for the move to commit.
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
+ * max_key_length: the longest key (in characters) the dialect's tombstone
+ *			 table can store; 0 when there is no limit.  Moves refuse longer
+ *			 keys before they write anything.
+ * key_match: a condition comparing column %1$s (quoted) with parameter
+ *			 $%2$d byte for byte, whatever the column's collation, in a form
+ *			 that can still use an index on the column.  Every statement a
+ *			 move sends uses it.
  */
 /* What an asynchronous statement needs next (see CdAdapter.poll) */
 typedef enum CdPollResult
@@ -255,6 +262,8 @@ typedef struct CdAdapter
 	const char *guard_query;
 	const char *lock_key_sql;
 	const char *size_sql;
+	int			max_key_length;
+	const char *key_match;
 } CdAdapter;
 
 extern const CdAdapter CdPostgresAdapter;

@@ -1708,4 +1708,6 @@ const CdAdapter CdMysqlAdapter = {
 	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
+	.max_key_length = 512,
+	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 };

@@ -747,4 +747,5 @@ const CdAdapter CdPostgresAdapter = {
 	.guard_setup = "SELECT collegedb_guard(%s)",
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
+	.key_match = "%1$s = $%2$d",
 };

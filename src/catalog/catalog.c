@@ -43,6 +43,7 @@
 #include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "collegedb.h"
+#include "worker/worker.h"
 
 PG_FUNCTION_INFO_V1(collegedb_invalidate_cache);
 
@@ -98,6 +99,9 @@ CatalogRelid(CdCatalogRel rel)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("extension \"collegedb\" is not installed in this database"),
 					 errhint("Run CREATE EXTENSION collegedb.")));
+		/* the first use since the cache was reset: is the database served? */
+		if (!memcmp(rel_oids, (Oid[CD_REL_COUNT]) {0}, sizeof(rel_oids)))
+			LauncherNoticeDatabase();
 		rel_oids[rel] = relid;
 	}
 	return rel_oids[rel];

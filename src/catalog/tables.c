@@ -4,9 +4,14 @@
  *	  Reads the registered tables.
  *
  * Sharded foreign tables (on the router server, with key_column) count as
- * registered.  Only slow paths need the list (probing where a key lives, moves), so it
- * is read through SPI each time, in name order; whether any table is
- * registered is cached, for the routing path.
+ * registered when their owner may register tables: a superuser, or a role
+ * holding EXECUTE on collegedb.register_table (the admin set).  Anyone with
+ * USAGE on the server collegedb can create a foreign table, and a table
+ * that counts is one whose key's rows every move copies and deletes on the
+ * shards; a routing role's foreign table is only routed.  Only slow paths
+ * need the list (probing where a key lives, moves), so it is read through
+ * SPI each time, in name order; whether any table is registered is cached,
+ * for the routing path.
  *
  *-------------------------------------------------------------------------
  */
@@ -79,6 +84,8 @@ RegisteredTables(void)
 					"  JOIN pg_foreign_server s ON s.oid = ft.ftserver AND s.srvname = 'collegedb' "
 					"  JOIN pg_options_to_table(ft.ftoptions) k ON k.option_name = 'key_column' "
 					"  JOIN pg_attribute a ON a.attrelid = ft.ftrelid AND a.attname = k.option_value"
+					" WHERE (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner)"
+					"    OR has_function_privilege(c.relowner, 'collegedb.register_table(text, text)', 'EXECUTE')"
 					") t ORDER BY table_name COLLATE \"C\"", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the registered tables");
 	for (uint64 i = 0; i < SPI_processed; i++)

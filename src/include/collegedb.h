@@ -13,6 +13,8 @@
 
 #define COLLEGEDB_SCHEMA		"collegedb"
 #define COLLEGEDB_FDW_NAME		"collegedb"
+/* the extension version whose catalog this library reads and writes */
+#define COLLEGEDB_VERSION		"0.2"
 
 /* guc.c */
 extern bool CollegeAllowMultiShardModify;
@@ -31,6 +33,7 @@ extern bool ShmemIsPreloaded(void);
 extern void EnsurePreloaded(const char *what);
 extern void ShmemCountStatement(const char *shard, bool failed);
 extern uint64 ShmemRoundRobinTicket(void);
+extern uint64 ShmemRoundRobinPeek(void);
 
 /* remote/connection.c */
 extern void ConnectionInit(void);

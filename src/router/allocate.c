@@ -302,6 +302,22 @@ RouterAnyShardTakesKeys(void)
 }
 
 /*
+ * RouterAnyShardEligible says whether any registered shard is eligible
+ * under computed placement: takes keys and is accepted by the eligibility
+ * predicate (operation "publish", as when epochs are published).
+ */
+bool
+RouterAnyShardEligible(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, ShardList())
+		if (RouterShardTakesKeys(lfirst(lc)) && RouterShardEligible(lfirst(lc), "publish", NULL))
+			return true;
+	return false;
+}
+
+/*
  * RouterUnderSizeLimit says whether a shard is below max_shard_size (or
  * cannot be measured, or there is no limit).
  */
@@ -316,10 +332,12 @@ RouterUnderSizeLimit(const CdShard *shard)
 
 /*
  * RouterAllocate returns the shard 'strategy' gives a new key, after the
- * filters.
+ * filters.  Only a pick that will be saved ('take_ticket') advances the
+ * round-robin counter; any other (route(), shard_for_key(), an unmapped
+ * read) only looks at it, so explaining a decision never changes the split.
  */
 const CdShard *
-RouterAllocate(CdStrategy strategy, const char *key, int key_len)
+RouterAllocate(CdStrategy strategy, const char *key, int key_len, bool take_ticket)
 {
 	const CdConfig *config = ConfigGet();
 	List	   *all = ShardList();
@@ -404,7 +422,8 @@ RouterAllocate(CdStrategy strategy, const char *key, int key_len)
 		ctx.target_region = CollegeTargetRegion;
 	if (ctx.target_region == NULL && config->target_region[0])
 		ctx.target_region = config->target_region;
-	ctx.ticket = strategy == CD_STRATEGY_ROUND_ROBIN ? ShmemRoundRobinTicket() : 0;
+	ctx.ticket = strategy != CD_STRATEGY_ROUND_ROBIN ? 0 :
+		take_ticket ? ShmemRoundRobinTicket() : ShmemRoundRobinPeek();
 
 	return PlacementPick(strategy, shards, n, &ctx);
 }

@@ -14,8 +14,10 @@
  * rows (recording an exception when that was not the newest owner, so the
  * next read goes straight there); a write looks for the key in the
  * registered tables of each owner and goes where it is found, else to the
- * newest owner.  A write of a key found nowhere while no shard takes new
- * keys is NO_ELIGIBLE_SHARD.
+ * newest owner; either way it is guarded on the shard it lands on.  While
+ * a move of the key has not passed its source step, the key's statements
+ * go to the move's source (RouterResolve).  With no eligible shard,
+ * computed placement is read-only: every write is NO_ELIGIBLE_SHARD.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,8 +30,19 @@
 #include "router/router.h"
 
 /*
+ * RouterKeyMatch returns the adapter's byte-for-byte comparison of a
+ * (quoted) column with parameter $n.
+ */
+char *
+RouterKeyMatch(const CdAdapter *adapter, const char *quoted_column, int n)
+{
+	return psprintf(adapter->key_match ? adapter->key_match : "%1$s = $%2$d", quoted_column, n);
+}
+
+/*
  * RouterProbeKey returns the index of the first shard that holds the key
  * in any registered table, -1 when none does (or no table is registered).
+ * Keys compare byte for byte.
  */
 int
 RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n)
@@ -42,7 +55,7 @@ RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n
 		return -1;
 	memset(&param, 0, sizeof(param));
 	param.kind = CD_VALUE_TEXT;
-	param.typid = TEXTOID;
+	param.typid = InvalidOid;	/* the key column's type */
 	param.str = pnstrdup(key, key_len);
 	param.len = key_len;
 
@@ -53,9 +66,9 @@ RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n
 		foreach(lc, tables)
 		{
 			CdTable    *table = lfirst(lc);
-			char	   *sql = psprintf("SELECT 1 FROM %s WHERE %s = $1 LIMIT 1",
+			char	   *sql = psprintf("SELECT 1 FROM %s WHERE %s LIMIT 1",
 									   adapter->quote_ident(table->name),
-									   adapter->quote_ident(table->key_column));
+									   RouterKeyMatch(adapter, adapter->quote_ident(table->key_column), 1));
 
 			if (RemoteExecuteInternal(shards[i], sql, 1, &param, NULL, false) > 0)
 				return i;
@@ -208,21 +221,26 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 		return rows;
 	}
 
+	/* computed placement without an eligible shard is read-only */
+	if (ConfigGet()->computed && !RouterAnyShardEligible())
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
+				 errmsg("no shard is eligible, so the cluster is read-only"),
+				 errdetail("Under computed placement writes need an eligible shard: every shard is draining, retired, not writable or refused by the eligibility predicate."),
+				 errhint("Make a shard writable and active with collegedb.set_shard_state().")));
+
 	if (route.source != CD_ROUTE_COMPUTED)
 		return write_following(route.shard, key, key_len, sql, nparams, params, sink);
 
-	/* a computed write: where does the key live? */
-	target = route.ncandidates > 1 || !RouterAnyShardTakesKeys() ?
+	/*
+	 * A computed write: where does the key live?  The probe only chooses the
+	 * shard to try: the write itself is guarded there like any other (the
+	 * key's lock and tombstone), and follows the key when it has moved on.
+	 */
+	target = route.ncandidates > 1 ?
 		RouterProbeKey(key, key_len, route.candidates, route.ncandidates) : 0;
 	if (target < 0)
-	{
-		if (!RouterAnyShardTakesKeys())
-			ereport(ERROR,
-					(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
-					 errmsg("no shard can take new keys"),
-					 errdetail("Under computed placement the key was found on none of its owners, and every shard is draining, retired or not writable.")));
 		target = 0;
-	}
 	if (target > 0)
 		RouterRecordException(key, key_len, route.candidates[target]);
 	return write_following(route.candidates[target], key, key_len, sql, nparams, params, sink);

@@ -23,16 +23,22 @@
 
 #include "access/xact.h"
 #include "common/cryptohash.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "common/sha2.h"
+#include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/mappings.h"
+#include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
 #include "router/router.h"
@@ -63,11 +69,20 @@ reset_cache(void)
 		MemoryContextReset(cache_context);
 }
 
+/* whether any move is before its source step's commit: -1 unknown */
+static int	moves_known = -1;
+static Oid	move_relid = InvalidOid;
+
 static void
 router_relcache_callback(Datum arg, Oid relid)
 {
 	if (CatalogRelidIs(CD_REL_MAPPING, relid) || CatalogRelidIs(CD_REL_CONFIG, relid))
 		reset_cache();
+	if (relid == InvalidOid || relid == move_relid || !OidIsValid(move_relid) ||
+		CatalogRelidIs(CD_REL_CONFIG, relid))
+		moves_known = -1;
+	if (relid == InvalidOid)
+		move_relid = InvalidOid;
 }
 
 static void
@@ -262,6 +277,67 @@ single_route(const CdShard *shard, CdRouteSource source)
 }
 
 /*
+ * narrow_to_moving_source keeps, of a computed route, only the source of
+ * an unfinished move of the key that has not passed its source step: the
+ * key lives there until then, whatever another candidate holds (a move
+ * interrupted between the target's commit and the source's leaves a copy
+ * on the target until it resumes, and the target is usually the newest
+ * owner, tried first).  One indexed catalog read, only for keys with
+ * several candidates, and only while some move is at one of those steps:
+ * whether any is, is cached until collegedb.move changes (its trigger sends
+ * an invalidation under computed placement).
+ */
+static void
+narrow_to_moving_source(CdRoute *route, const char *stored)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(stored)};
+	char	   *source = NULL;
+	MemoryContext caller = CurrentMemoryContext;
+	CdCatalogAccess access;
+
+	if (moves_known == 0)
+		return;
+	RouterCatalogReads++;
+	CatalogAccessBegin(&access);
+	SPI_connect();
+	if (moves_known < 0)
+	{
+		if (!OidIsValid(move_relid))
+			move_relid = get_relname_relid("move", get_namespace_oid(COLLEGEDB_SCHEMA, false));
+		if (SPI_execute("SELECT 1 FROM collegedb.move WHERE step NOT IN ('done', 'failed') "
+						"AND step IN ('journaled', 'copied') LIMIT 1", true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the moves");
+		moves_known = SPI_processed > 0;
+	}
+	if (moves_known > 0)
+	{
+		if (SPI_execute_with_args("SELECT source FROM collegedb.move WHERE key = $1 "
+								  "AND step NOT IN ('done', 'failed') "
+								  "AND step IN ('journaled', 'copied')",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the moves");
+		if (SPI_processed == 1)
+			source = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 1));
+	}
+	SPI_finish();
+	CatalogAccessEnd(&access);
+	if (source == NULL)
+		return;
+	for (int i = 0; i < route->ncandidates; i++)
+	{
+		if (strcmp(route->candidates[i]->name, source) == 0)
+		{
+			route->candidates[0] = route->candidates[i];
+			route->epochs[0] = route->epochs[i];
+			route->ncandidates = 1;
+			return;
+		}
+	}
+}
+
+/*
  * RouterResolve returns where a key's statement goes.  A mapped key goes
  * to its mapping (under computed placement: its exception).  Under computed
  * placement any other key goes to its owners by epoch.  Under KV placement
@@ -294,14 +370,17 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 		route.epochs = palloc(sizeof(int) * Max(nshards, 1));
 		route.ncandidates = RouterComputedCandidates(key, key_len, route.candidates,
 													 route.epochs);
+		if (route.ncandidates > 1 && AnyRegisteredTable())
+			narrow_to_moving_source(&route, stored_form(key, key_len, digest));
 		route.shard = route.candidates[0];
 		return route;
 	}
 
+	save = save && (for_write || config->allocate_on_read);
 	route = single_route(RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
-										key, key_len),
+										key, key_len, save),
 						 CD_ROUTE_STRATEGY);
-	if (save && (for_write || config->allocate_on_read))
+	if (save)
 	{
 		MappingInsert(stored_form(key, key_len, digest), route.shard->name, buf);
 		saved_in_xact = true;

@@ -45,12 +45,14 @@ extern char *RouterStoredKey(const char *key, int key_len);
 extern const char *RouterSourceName(CdRouteSource source);
 
 /* allocate.c */
-extern const CdShard *RouterAllocate(CdStrategy strategy, const char *key, int key_len);
+extern const CdShard *RouterAllocate(CdStrategy strategy, const char *key, int key_len,
+									 bool take_ticket);
 extern bool RouterShardTakesKeys(const CdShard *shard);
 extern bool RouterShardEligible(const CdShard *shard, const char *operation, const char *key);
 extern bool RouterShardSize(const CdShard *shard, bool fresh, int64 *size);
 extern bool RouterUnderSizeLimit(const CdShard *shard);
 extern bool RouterAnyShardTakesKeys(void);
+extern bool RouterAnyShardEligible(void);
 
 /* router.c, computed placement */
 extern void RouterRecordException(const char *key, int key_len, const CdShard *shard);
@@ -71,5 +73,6 @@ extern int64 RouterExecuteDialects(const char *key, int key_len, const char *con
 								   int nparams, const CdParam *params,
 								   CdRowSink *sink, bool is_write);
 extern int	RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n);
+extern char *RouterKeyMatch(const CdAdapter *adapter, const char *quoted_column, int n);
 
 #endif							/* COLLEGEDB_ROUTER_H */

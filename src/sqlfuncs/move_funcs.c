@@ -19,15 +19,19 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
+#include "catalog/config.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -76,18 +80,133 @@ job_row(int64 id, char **state, Jsonb **result, char **error)
 	return found;
 }
 
-static void
-ensure_job_succeeded(int64 id, char **state, Jsonb **result)
+/*
+ * move_job_detail says, for a failed reassign_shard, what became of the
+ * job's move.
+ */
+static char *
+move_job_detail(int64 job_id)
 {
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	char	   *detail = NULL;
+	MemoryContext caller = CurrentMemoryContext;
+	CdCatalogAccess access;
+
+	CatalogAccessBegin(&access);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT id, step, attempts, abandoned FROM collegedb.move "
+							  "WHERE job_id = $1 ORDER BY id DESC LIMIT 1",
+							  1, types, values, NULL, true, 0) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		char	   *step = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		int			attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		bool		abandoned = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+
+		if (strcmp(step, "failed") == 0)
+			detail = psprintf("Move " INT64_FORMAT " failed; the key stays where it was.", id);
+		else if (abandoned)
+			detail = psprintf("Move " INT64_FORMAT " gave up after %d attempts; the coordinator removes the target's copy of the key, and the key stays where it was.",
+							  id, attempts);
+		else if (strcmp(step, "journaled") == 0 || strcmp(step, "copied") == 0)
+			detail = psprintf("Move " INT64_FORMAT " stays at step %s, the key where it was; the coordinator tries it again (%d of at most %d attempts made).",
+							  id, step, attempts, CollegeMoveMaxAttempts);
+		else if (strcmp(step, "done") != 0)
+			detail = psprintf("Move " INT64_FORMAT " is past the source step (%s): the coordinator finishes it.",
+							  id, step);
+		if (detail)
+			detail = MemoryContextStrdup(caller, detail);
+	}
+	SPI_finish();
+	CatalogAccessEnd(&access);
+	return detail;
+}
+
+/*
+ * ensure_job_succeeded reads how a job the caller waited for ended, and
+ * raises JOB_FAILED unless it is done (or, with 'cancelled_ok', cancelled):
+ * also when its worker died before the job ended.
+ */
+static void
+ensure_job_succeeded(int64 id, char kind, bool cancelled_ok, Jsonb **result)
+{
+	char	   *state;
 	char	   *error;
 
-	if (!job_row(id, state, result, &error))
-		elog(ERROR, "job " INT64_FORMAT " vanished", id);
-	if (strcmp(*state, "failed") == 0)
+	if (!job_row(id, &state, result, &error))
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("job " INT64_FORMAT " vanished", id)));
+	if (strcmp(state, "failed") == 0)
+	{
+		char	   *detail = kind == 'm' ? move_job_detail(id) : NULL;
+
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_JOB_FAILED),
 				 errmsg("job " INT64_FORMAT " failed: %s", id, error ? error : "unknown error"),
+				 detail ? errdetail("%s", detail) : 0,
 				 errhint("See collegedb.jobs and collegedb.moves.")));
+	}
+	if (strcmp(state, "queued") == 0 || strcmp(state, "running") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("the background worker of job " INT64_FORMAT " exited before the job ended", id),
+				 errdetail("The job is still %s; the coordinator resumes it.", state),
+				 errhint("The server log says why the worker exited; collegedb.jobs shows how the job goes on.")));
+	if (strcmp(state, "cancelled") == 0 && !cancelled_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("job " INT64_FORMAT " was cancelled", id)));
+	if (kind == 'm' && *result == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("job " INT64_FORMAT " ended without a result", id)));
+}
+
+/*
+ * record_key returns the key whose rows a reassign_shard of 'key' moves:
+ * the key itself, or for a lookup key the primary key of its record (known
+ * only without hash_mappings: otherwise the move is refused).
+ */
+static char *
+record_key(const char *key)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *record = NULL;
+	bool		lookup = false;
+	MemoryContext caller = CurrentMemoryContext;
+	CdCatalogAccess access;
+
+	values[0] = CStringGetTextDatum(RouterStoredKey(key, strlen(key)));
+	CatalogAccessBegin(&access);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT record, record <> key FROM collegedb.mapping WHERE key = $1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the mapping");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		lookup = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		record = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	}
+	SPI_finish();
+	CatalogAccessEnd(&access);
+	if (!lookup)
+		return (char *) key;
+	if (ConfigGet()->hash_mappings)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key \"%s\" is a lookup key", key),
+				 errdetail("The rows of a record move with its primary key, which collegedb keeps only hashed (hash_mappings is on)."),
+				 errhint("Reassign the record's primary key; its lookup keys follow.")));
+	ereport(NOTICE,
+			(errmsg("key \"%s\" is a lookup key of record \"%s\": moving the record", key, record)));
+	return record;
 }
 
 static void
@@ -110,7 +229,6 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	char	   *key = ArgText(fcinfo, 0, "key");
 	char	   *target = ArgText(fcinfo, 1, "target shard");
 	bool		force = PG_ARGISNULL(2) ? false : PG_GETARG_BOOL(2);
-	char	   *state;
 	Jsonb	   *result;
 	int64		id;
 
@@ -118,7 +236,10 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	const CdShard *to;
 
 	/* the job checks again; here the errors keep their own codes */
+	key = record_key(key);
 	MoveEndpoints(key, target, force, &from, &to);
+	MoveEnsureKeyFits(from, key);
+	MoveEnsureKeyFits(to, key);
 	if (from == to)
 	{
 		StringInfoData same;
@@ -130,7 +251,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(same.data)));
 	}
 	id = JobLaunchAndWait('m', NULL, key, target, force, 0);
-	ensure_job_succeeded(id, &state, &result);
+	ensure_job_succeeded(id, 'm', false, &result);
 	PG_RETURN_JSONB_P(result);
 }
 
@@ -161,7 +282,6 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 	else
 	{
 		int64		id;
-		char	   *state;
 		Jsonb	   *result;
 		Oid			types[1] = {INT8OID};
 		Datum		args[1];
@@ -172,7 +292,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 		(void) RebalancePlan(table_name);
 		id = JobLaunchAndWait('r', table_name, NULL, NULL, false,
 							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2));
-		ensure_job_succeeded(id, &state, &result);
+		ensure_job_succeeded(id, 'r', true, &result);
 		args[0] = Int64GetDatum(id);
 		CatalogAccessBegin(&access);
 		SPI_connect();
@@ -208,6 +328,14 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 	CdCatalogAccess access;
 
 	EnsurePreloaded("collegedb.schedule_rebalance()");
+	if (!LauncherServesDatabase())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no coordinator runs scheduled jobs in database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("collegedb.database restricts the coordinators to database \"%s\".",
+						   CollegeWorkerDatabase),
+				 errhint("Run collegedb.rebalance() here, or set collegedb.database to this database (or to nothing, for every database) and reload.")));
 	ensure_concurrency(fcinfo, 1);
 	(void) RebalancePlan(table_name);
 	values[0] = CStringGetTextDatum(table_name);
@@ -227,8 +355,9 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 }
 
 /*
- * collegedb_wait_for_job waits until a job has ended, or the timeout has
- * passed, and returns its row of collegedb.jobs.  Each look takes a new
+ * collegedb_wait_for_job waits until a job has ended and returns its row of
+ * collegedb.jobs; when the timeout passes first, it fails with
+ * query_canceled, naming the job and its state.  Each look takes a new
  * snapshot (in READ COMMITTED), so the job's progress is seen.
  */
 Datum
@@ -250,6 +379,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 	{
 		Oid			types[1] = {INT8OID};
 		Datum		values[1] = {Int64GetDatum(id)};
+		char	   *state;
 		bool		ended;
 		CdCatalogAccess access;
 
@@ -263,14 +393,28 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("job " INT64_FORMAT " does not exist", id)));
 		tuple = SPI_copytuple(SPI_tuptable->vals[0]);
-		ended = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									SPI_fnumber(SPI_tuptable->tupdesc, "state")), "queued") != 0 &&
-			strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-								SPI_fnumber(SPI_tuptable->tupdesc, "state")), "running") != 0;
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							 SPI_fnumber(SPI_tuptable->tupdesc, "state"));
+		ended = strcmp(state, "queued") != 0 && strcmp(state, "running") != 0;
+		state = pstrdup(state);
 		SPI_finish();
 		CatalogAccessEnd(&access);
-		if (ended || (deadline && GetCurrentTimestamp() >= deadline))
+		if (ended)
 			break;
+		if (deadline && GetCurrentTimestamp() >= deadline)
+		{
+			bool		queued = strcmp(state, "queued") == 0;
+
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("timed out waiting for job " INT64_FORMAT, id),
+					 errdetail("The job is still %s.", state),
+					 queued ?
+					 errhint(LauncherCoordinatorRuns() ?
+							 "The coordinator runs queued jobs one at a time, oldest first; see collegedb.jobs." :
+							 "No coordinator runs in this database now: collegedb must be in shared_preload_libraries, and collegedb.database empty or naming this database.") :
+					 errhint("Wait again, or cancel it with collegedb.cancel_job().")));
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 100, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -1,29 +1,32 @@
 /*-------------------------------------------------------------------------
  *
  * coordinator.c
- *	  The coordinator background worker: recovers interrupted moves and
- *	  runs scheduled jobs.
+ *	  A coordinator: recovers interrupted moves and runs scheduled jobs, in
+ *	  one database.
  *
- * Registered when collegedb is preloaded, it connects to the database
- * named by collegedb.database (one coordinator per server) and, twice a
- * second or when woken:
- *	- resumes every move that is not finished and whose worker is gone
- *	  (its lease expired, or its process no longer exists: after a crash
- *	  or a restart of the server), from the step its journal reached;
+ * The launcher (launcher.c) starts one for every database that takes
+ * connections.  A coordinator whose database has no collegedb says so to
+ * the launcher and exits at once; so does one whose extension is dropped.
+ * Twice a second, or when woken, it
+ *	- takes over every unfinished move whose holder is gone (its process
+ *	  no longer exists: it died, or the server restarted) once the move's
+ *	  retry is due, and runs it from the step its journal reached; a move
+ *	  that gave up has the target's copy of its key removed instead;
+ *	- leaves a move whose holder is alive to it, however long its step
+ *	  takes, saying so in the log once when the move is past its lease;
  *	- requeues a running job whose worker is gone, and runs the oldest
  *	  queued job (schedule_rebalance), as the role that scheduled it.
  * One transaction per unit of work; an error is logged and recorded, and
- * the loop goes on.  SIGHUP reloads the configuration; a change of
- * collegedb.database restarts the worker.  Without the extension in that
- * database it waits.
+ * the loop goes on.  SIGHUP reloads the configuration; a coordinator that
+ * collegedb.database no longer allows exits.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -34,36 +37,20 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "collegedb.h"
 #include "worker/worker.h"
 
-char	   *CollegeWorkerDatabase = NULL;
-char	   *CollegeTestPauseAfterStep = NULL;
-
 /*
- * WorkerInit registers the coordinator; only while preloading.
+ * WorkerInit registers the launcher, which starts the coordinators; only
+ * while preloading.
  */
 void
 WorkerInit(void)
 {
-	BackgroundWorker worker;
-
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "collegedb");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "collegedb_coordinator_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "collegedb coordinator");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "collegedb coordinator");
-	RegisterBackgroundWorker(&worker);
+	LauncherInit();
 }
 
 typedef struct Pending
@@ -72,11 +59,56 @@ typedef struct Pending
 	Oid			owner;
 } Pending;
 
+/* moves past their lease whose live holder was already reported */
+static List *warned = NIL;
+
 /*
- * find_work lists the moves to resume and the job to run, in one
- * transaction; false when the extension is not installed here.
+ * warn_once logs, once per move and holder, that a live mover is past its
+ * lease: it keeps the move (only a holder that is gone loses it).
  */
-static bool
+static void
+warn_once(int64 id, int64 generation, int pid)
+{
+	ListCell   *lc;
+	MemoryContext old;
+	int64	   *entry;
+
+	foreach(lc, warned)
+	{
+		int64	   *w = lfirst(lc);
+
+		if (w[0] == id && w[1] == generation)
+			return;
+	}
+	ereport(LOG,
+			(errmsg("collegedb coordinator: move %ld is past its lease, and its mover (pid %d) is still at work: it keeps the move",
+					(long) id, pid),
+			 errhint("A move changes hands only when its worker is gone; terminate the worker to hand it over.")));
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (list_length(warned) >= 1000)
+	{
+		list_free_deep(warned);
+		warned = NIL;
+	}
+	entry = palloc(sizeof(int64) * 2);
+	entry[0] = id;
+	entry[1] = generation;
+	warned = lappend(warned, entry);
+	MemoryContextSwitchTo(old);
+}
+
+typedef enum WorkFound
+{
+	WORK_FOUND,
+	WORK_NO_EXTENSION,
+	WORK_NOT_SERVED
+} WorkFound;
+
+/*
+ * find_work lists the moves to take over and the job to run, in one
+ * transaction.
+ */
+static WorkFound
 find_work(List **moves, Pending *job)
 {
 	MemoryContext caller = CurrentMemoryContext;
@@ -84,42 +116,73 @@ find_work(List **moves, Pending *job)
 	job->id = 0;
 	*moves = NIL;
 	WorkerBegin();
-	if (!OidIsValid(get_namespace_oid("collegedb", true)) ||
-		!OidIsValid(get_relname_relid("move", get_namespace_oid("collegedb", true))))
+	if (!OidIsValid(get_extension_oid("collegedb", true)))
 	{
 		WorkerCommit();
-		return false;
+		return WORK_NO_EXTENSION;
+	}
+	/* the library serves only its own version of the catalog */
+	if (WorkerExec("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'collegedb' "
+				   "AND extversion = '" COLLEGEDB_VERSION "'", 0, NULL, NULL, NULL) == 0)
+	{
+		WorkerCommit();
+		ereport(LOG,
+				(errmsg("collegedb coordinator: the extension in this database is not version %s; waiting for ALTER EXTENSION collegedb UPDATE",
+						COLLEGEDB_VERSION)));
+		return WORK_NO_EXTENSION;
+	}
+	if (!LauncherServesDatabase())
+	{
+		WorkerCommit();
+		return WORK_NOT_SERVED;
 	}
 
 	/* a running job whose worker is gone starts over (agreed keys are skipped) */
-	if (SPI_execute("UPDATE collegedb.job SET state = 'queued' WHERE state = 'running' AND "
-					"NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = lease_pid)",
-					false, 0) < 0)
-		elog(ERROR, "could not requeue orphaned jobs");
+	WorkerExec("UPDATE collegedb.job j SET state = 'queued' WHERE state = 'running' AND "
+			   "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = j.lease_pid "
+			   "AND (j.lease_backend_start IS NULL OR a.backend_start = j.lease_backend_start))",
+			   0, NULL, NULL, NULL);
 
-	if (SPI_execute("SELECT m.id, coalesce(j.owner, 10) FROM collegedb.move m "
-					"LEFT JOIN collegedb.job j ON j.id = m.job_id "
-					"WHERE m.step NOT IN ('done', 'failed') AND (m.lease_until IS NULL "
-					"OR m.lease_until < now() OR NOT EXISTS "
-					"(SELECT 1 FROM pg_stat_activity a WHERE a.pid = m.lease_pid)) ORDER BY m.id",
-					false, 0) < 0)
-		elog(ERROR, "could not look for interrupted moves");
+	WorkerExec("SELECT m.id, coalesce(j.owner, 10), m.generation, coalesce(m.lease_pid, 0), "
+			   "EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid "
+			   "        AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start)), "
+			   "coalesce(m.lease_until < now(), false), "
+			   "coalesce(m.next_attempt_at <= now(), true) "
+			   "FROM collegedb.move m LEFT JOIN collegedb.job j ON j.id = m.job_id "
+			   "WHERE m.step NOT IN ('done', 'failed') ORDER BY m.id",
+			   0, NULL, NULL, NULL);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		MemoryContext old = MemoryContextSwitchTo(caller);
-		Pending    *p = palloc(sizeof(Pending));
+		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(tuple, desc, 2, &isnull));
+		int64		generation = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+		int			pid = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+		bool		alive = DatumGetBool(SPI_getbinval(tuple, desc, 5, &isnull));
+		bool		expired = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull));
+		bool		due = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
 
-		p->id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		p->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-		*moves = lappend(*moves, p);
-		MemoryContextSwitchTo(old);
+		if (alive && pid != 0)
+		{
+			if (expired)
+				warn_once(id, generation, pid);
+		}
+		else if (due)
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+			Pending    *p = palloc(sizeof(Pending));
+
+			p->id = id;
+			p->owner = owner;
+			*moves = lappend(*moves, p);
+			MemoryContextSwitchTo(old);
+		}
 	}
 
-	if (SPI_execute("SELECT id, owner FROM collegedb.job WHERE state = 'queued' "
-					"ORDER BY id LIMIT 1", false, 0) < 0)
-		elog(ERROR, "could not look for queued jobs");
-	if (SPI_processed > 0)
+	if (WorkerExec("SELECT id, owner FROM collegedb.job WHERE state = 'queued' "
+				   "ORDER BY id LIMIT 1", 0, NULL, NULL, NULL) > 0)
 	{
 		bool		isnull;
 
@@ -127,7 +190,41 @@ find_work(List **moves, Pending *job)
 		job->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	WorkerCommit();
-	return true;
+	return WORK_FOUND;
+}
+
+/*
+ * resume_move takes over a move whose holder is gone and runs it (or, when
+ * it gave up, cleans it up); a move another process took first is left.
+ */
+static void
+resume_move(int64 move_id)
+{
+	int64		generation;
+	bool		abandoned = false;
+
+	WorkerBegin();
+	generation = MoveTake(move_id);
+	if (generation > 0)
+	{
+		Oid			types[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(move_id)};
+		bool		isnull;
+
+		WorkerExec("SELECT abandoned FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
+		abandoned = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	WorkerCommit();
+	if (generation == 0)
+		return;
+	if (abandoned)
+	{
+		elog(LOG, "collegedb coordinator: cleaning up after move %ld", (long) move_id);
+		MoveCleanUp(move_id, generation);
+		return;
+	}
+	elog(LOG, "collegedb coordinator: resuming move %ld", (long) move_id);
+	MoveRun(move_id, generation);
 }
 
 /*
@@ -160,19 +257,23 @@ as_owner(Oid owner, void (*work) (int64), int64 id, const char *what)
 }
 
 /*
- * collegedb_coordinator_main is the coordinator's loop.
+ * collegedb_coordinator_main is a coordinator's loop; its database comes
+ * from the launcher (the main argument, and its slot in bgw_extra).
  */
 void
 collegedb_coordinator_main(Datum arg)
 {
+	Oid			database = DatumGetObjectId(arg);
+	int			slot;
 	MemoryContext loop_context;
-	char	   *database;
 
+	memcpy(&slot, MyBgworkerEntry->bgw_extra, sizeof(slot));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	database = pstrdup(CollegeWorkerDatabase ? CollegeWorkerDatabase : "postgres");
-	BackgroundWorkerInitializeConnection(database, NULL, 0);
+	if (!LauncherClaimSlot(slot, database))
+		proc_exit(0);
+	BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
 	pgstat_report_appname("collegedb coordinator");
 	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
 
@@ -182,6 +283,7 @@ collegedb_coordinator_main(Datum arg)
 	{
 		List	   *moves;
 		Pending		job;
+		WorkFound	found;
 		ListCell   *lc;
 		MemoryContext old;
 
@@ -190,27 +292,26 @@ collegedb_coordinator_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (strcmp(database, CollegeWorkerDatabase ? CollegeWorkerDatabase : "postgres") != 0)
-			{
-				elog(LOG, "collegedb coordinator: collegedb.database changed; restarting");
-				proc_exit(1);
-			}
 		}
 
 		MemoryContextReset(loop_context);
 		old = MemoryContextSwitchTo(loop_context);
-		if (find_work(&moves, &job))
+		found = find_work(&moves, &job);
+		if (found == WORK_NO_EXTENSION)
 		{
-			foreach(lc, moves)
-			{
-				Pending    *p = lfirst(lc);
-
-				elog(LOG, "collegedb coordinator: resuming move %ld", (long) p->id);
-				as_owner(p->owner, MoveRun, p->id, "move");
-			}
-			if (job.id > 0)
-				as_owner(job.owner, JobRun, job.id, "job");
+			LauncherNoExtension();
+			proc_exit(0);
 		}
+		if (found == WORK_NOT_SERVED)
+			proc_exit(0);
+		foreach(lc, moves)
+		{
+			Pending    *p = lfirst(lc);
+
+			as_owner(p->owner, resume_move, p->id, "move");
+		}
+		if (job.id > 0)
+			as_owner(job.owner, JobRun, job.id, "job");
 		MemoryContextSwitchTo(old);
 		pgstat_report_activity(STATE_IDLE, NULL);
 

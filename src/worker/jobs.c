@@ -38,6 +38,7 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
@@ -71,7 +72,8 @@ typedef struct JobRequest
  * pick_target returns where a key should live: under computed placement
  * its owner in the newest epoch; otherwise the strategy's pick among the
  * shards that take keys, except that strategies which do not follow from
- * the key (round-robin, random) leave a key on a shard that takes keys.
+ * the key (round-robin, random, location) leave a key on a shard that
+ * takes keys.
  */
 static const CdShard *
 pick_target(const char *key, const CdShard *current, const CdShard **shards, int n)
@@ -93,7 +95,8 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 		return ShardLookup(newest->shards[owner]);
 	}
 	if (config->write_strategy == CD_STRATEGY_ROUND_ROBIN ||
-		config->write_strategy == CD_STRATEGY_RANDOM)
+		config->write_strategy == CD_STRATEGY_RANDOM ||
+		config->write_strategy == CD_STRATEGY_LOCATION)
 	{
 		for (int i = 0; i < n; i++)
 			if (shards[i] == current)
@@ -220,17 +223,62 @@ RebalancePlan(const char *table_name)
 }
 
 /*
- * move_one moves one key under the current job; errors go to the caller.
+ * current_source returns (a copy of) the name of the shard the key lives
+ * on now, in a transaction of its own.
+ */
+static char *
+current_source(const char *key, MemoryContext context)
+{
+	char	   *name;
+
+	WorkerBegin();
+	name = MemoryContextStrdup(context, MoveSourceOf(key)->name);
+	WorkerCommit();
+	return name;
+}
+
+/* how often a job starts over on a key that other movers keep moving */
+#define MOVE_ONE_ROUNDS 4
+
+/*
+ * move_one moves one key to 'target' under the current job; errors go to
+ * the caller.  A move of the key that another live process runs (the
+ * coordinator retrying it, another job) is waited for; an interrupted one
+ * is taken over and finished; either way the key then goes on from where
+ * it is, unless it is at 'target' already.
  */
 static void
 move_one(int64 job_id, const char *key, const char *source, const char *target)
 {
-	int64		move_id;
+	MemoryContext context = CurrentMemoryContext;
 
-	WorkerBegin();
-	move_id = MoveStart(job_id, key, source, target);
-	WorkerCommit();
-	MoveRun(move_id);
+	for (int round = 1;; round++)
+	{
+		int64		move_id;
+		int64		generation = 0;
+		int64		busy = 0;
+		bool		adopted;
+
+		WorkerBegin();
+		move_id = MoveStart(job_id, key, source, target, &generation, &adopted,
+							round < MOVE_ONE_ROUNDS ? &busy : NULL);
+		WorkerCommit();
+		if (move_id == 0)
+			MoveWaitWhileHeld(busy);
+		else
+		{
+			MoveRun(move_id, generation);
+			if (!adopted)
+				return;
+		}
+		source = current_source(key, context);
+		if (strcmp(source, target) == 0)
+			return;
+		if (round >= MOVE_ONE_ROUNDS)
+			ereport(ERROR,
+					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
+					 errmsg("other moves of the key kept it from shard \"%s\"", target)));
+	}
 }
 
 /*
@@ -251,7 +299,8 @@ claim_and_move(int64 job_id)
 		Datum		values[3];
 		char	   *key,
 				   *source,
-				   *target;
+				   *target,
+				   *stored;
 		MemoryContext old;
 
 		MemoryContextReset(context);
@@ -261,7 +310,8 @@ claim_and_move(int64 job_id)
 					 1, types, values, NULL) == 0 ||
 			WorkerExec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
 					 "(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
-					 "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING key, source, target",
+					 "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) "
+					 "RETURNING coalesce(raw_key, key), source, target, key",
 					 1, types, values, NULL) == 0)
 		{
 			WorkerCommit();
@@ -271,6 +321,7 @@ claim_and_move(int64 job_id)
 		key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		source = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		stored = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 		MemoryContextSwitchTo(old);
 		WorkerCommit();
 
@@ -278,9 +329,9 @@ claim_and_move(int64 job_id)
 		{
 			move_one(job_id, key, source, target);
 			WorkerBegin();
-			values[1] = CStringGetTextDatum(key);
-			WorkerExec("UPDATE collegedb.job_key SET state = 'moved' WHERE job_id = $1 AND key = $2",
-					 2, types, values, NULL);
+			values[1] = CStringGetTextDatum(stored);
+			WorkerExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL "
+					   "WHERE job_id = $1 AND key = $2", 2, types, values, NULL);
 			WorkerCommit();
 		}
 		PG_CATCH();
@@ -288,10 +339,11 @@ claim_and_move(int64 job_id)
 			ErrorData  *edata = WorkerCatchError(context);
 
 			WorkerBegin();
-			values[1] = CStringGetTextDatum(key);
+			values[1] = CStringGetTextDatum(stored);
 			values[2] = CStringGetTextDatum(edata->message);
-			WorkerExec("UPDATE collegedb.job_key SET state = 'failed', error = $3 "
-					 "WHERE job_id = $1 AND key = $2", 3, types, values, NULL);
+			WorkerExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+					   "error = " MOVE_REDACT_KEY("$3", "raw_key", "key") " "
+					   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'", 3, types, values, NULL);
 			WorkerCommit();
 		}
 		PG_END_TRY();
@@ -349,8 +401,9 @@ finish_job(int64 job_id, const char *state, const char *result, const char *erro
 	values[3] = error ? CStringGetTextDatum(error) : (Datum) 0;
 	nulls[3] = error ? ' ' : 'n';
 	WorkerExec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
-			 "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), last_error = $4, "
-			 "finished_at = now() WHERE id = $1", 4, types, values, nulls);
+			   "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), "
+			   "last_error = " MOVE_REDACT_KEY("$4", "raw_key", "key") ", "
+			   "raw_key = NULL, finished_at = now() WHERE id = $1", 4, types, values, nulls);
 }
 
 /*
@@ -361,8 +414,8 @@ static void
 run_rebalance(int64 job_id, const char *table_name, int concurrency)
 {
 	JobPlan    *plan;
-	Oid			types[4] = {INT8OID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[4];
+	Oid			types[5] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
 	List	   *movers;
 	ListCell   *lc;
 	StringInfoData result;
@@ -382,13 +435,15 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 	{
 		JobKey	   *jk = lfirst(lc);
 
-		values[1] = CStringGetTextDatum(jk->key);
+		values[1] = CStringGetTextDatum(RouterStoredKey(jk->key, strlen(jk->key)));
 		values[2] = CStringGetTextDatum(jk->source->name);
 		values[3] = CStringGetTextDatum(jk->target->name);
-		WorkerExec("INSERT INTO collegedb.job_key (job_id, key, source, target) VALUES ($1, $2, $3, $4) "
-				 "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
-				 "target = EXCLUDED.target, state = 'pending', error = NULL",
-				 4, types, values, NULL);
+		values[4] = CStringGetTextDatum(jk->key);
+		WorkerExec("INSERT INTO collegedb.job_key (job_id, key, source, target, raw_key) "
+				   "VALUES ($1, $2, $3, $4, $5) "
+				   "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
+				   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key",
+				   5, types, values, NULL);
 	}
 	/* keys an earlier run moved are agreed now: count them once */
 	WorkerExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1", 1, types, values, NULL);
@@ -460,42 +515,59 @@ MoveSourceOf(const char *key)
 }
 
 /*
- * run_move moves one key where the job says.
+ * moved_false renders the result of a move that had nothing to do.
+ */
+static char *
+moved_false(const CdShard *shard)
+{
+	StringInfoData same;
+
+	initStringInfo(&same);
+	appendStringInfoString(&same, "{\"moved\": false, \"shard\": ");
+	escape_json(&same, shard->name);
+	appendStringInfoChar(&same, '}');
+	return same.data;
+}
+
+/*
+ * run_move moves one key where the job says; returns the job's result in
+ * TopMemoryContext.  An interrupted move of the key is finished first;
+ * when it went elsewhere, the key then moves on to the target.
  */
 static char *
 run_move(int64 job_id, const char *key, const char *target_name, bool force)
 {
 	const CdShard *target;
 	const CdShard *source;
-	int64		move_id;
+	int64		move_id = 0;
+	int64		generation;
+	bool		adopted = true;
 	char	   *result;
 	bool		isnull;
 	Oid			types[1] = {INT8OID};
 	Datum		values[1];
 
-	WorkerBegin();
-	MoveEndpoints(key, target_name, force, &source, &target);
-	if (source == target)
+	for (int round = 0; adopted && round < 2; round++)
 	{
-		StringInfoData same;
-
-		initStringInfo(&same);
-		appendStringInfoString(&same, "{\"moved\": false, \"shard\": ");
-		escape_json(&same, target->name);
-		appendStringInfoChar(&same, '}');
-		result = MemoryContextStrdup(TopMemoryContext, same.data);
+		WorkerBegin();
+		MoveEndpoints(key, target_name, force, &source, &target);
+		if (source == target)
+		{
+			result = MemoryContextStrdup(TopMemoryContext, moved_false(target));
+			WorkerCommit();
+			if (move_id == 0)
+				return result;
+			break;
+		}
+		move_id = MoveStart(job_id, key, source->name, target->name, &generation, &adopted, NULL);
 		WorkerCommit();
-		return result;
+		MoveRun(move_id, generation);
 	}
-	move_id = MoveStart(job_id, key, source->name, target->name);
-	WorkerCommit();
-
-	MoveRun(move_id);
 
 	WorkerBegin();
 	values[0] = Int64GetDatum(move_id);
 	WorkerExec("SELECT jsonb_build_object('moved', true, 'move_id', id, 'from', source, 'to', target, "
-			 "'rows', rows)::text FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
+			   "'rows', rows)::text FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
 	result = MemoryContextStrdup(TopMemoryContext,
 								 TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0],
 																   SPI_tuptable->tupdesc, 1, &isnull)));
@@ -517,16 +589,18 @@ JobRun(int64 job_id)
 			   *target;
 	bool		force;
 	int			concurrency;
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
+	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(job_id)};
 	bool		isnull;
 
 	WorkerBegin();
+	values[1] = TimestampTzGetDatum(MyStartTimestamp);
 	if (WorkerExec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
-				 "lease_pid = pg_backend_pid() WHERE id = $1 AND state IN ('queued', 'running') "
-				 "RETURNING kind, table_name, key, target, force, "
-				 "coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
-				 1, types, values, NULL) == 0)
+				   "lease_pid = pg_backend_pid(), lease_backend_start = $2 "
+				   "WHERE id = $1 AND state IN ('queued', 'running') "
+				   "RETURNING kind, table_name, coalesce(raw_key, key), target, force, "
+				   "coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
+				   2, types, values, NULL) == 0)
 	{
 		WorkerCommit();
 		return;
@@ -587,9 +661,10 @@ collegedb_job_main(Datum arg)
 {
 	dsm_segment *seg;
 	JobRequest *req;
-	Oid			types[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID, OIDOID};
-	Datum		values[7];
-	char		nulls[8] = "       ";
+	Oid			types[9] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID, OIDOID,
+	TEXTOID, TIMESTAMPTZOID};
+	Datum		values[9];
+	char		nulls[10] = "         ";
 	bool		isnull;
 
 	pqsignal(SIGTERM, die);
@@ -608,17 +683,23 @@ collegedb_job_main(Datum arg)
 	values[0] = CStringGetTextDatum(req->kind == 'm' ? "move" : "rebalance");
 	values[1] = req->table_off >= 0 ? CStringGetTextDatum(req->data + req->table_off) : (Datum) 0;
 	nulls[1] = req->table_off >= 0 ? ' ' : 'n';
-	values[2] = req->key_off >= 0 ? CStringGetTextDatum(req->data + req->key_off) : (Datum) 0;
+	values[2] = req->key_off >= 0 ?
+		CStringGetTextDatum(RouterStoredKey(req->data + req->key_off,
+											strlen(req->data + req->key_off))) : (Datum) 0;
 	nulls[2] = req->key_off >= 0 ? ' ' : 'n';
+	values[7] = req->key_off >= 0 ? CStringGetTextDatum(req->data + req->key_off) : (Datum) 0;
+	nulls[7] = nulls[2];
+	values[8] = TimestampTzGetDatum(MyStartTimestamp);
 	values[3] = req->target_off >= 0 ? CStringGetTextDatum(req->data + req->target_off) : (Datum) 0;
 	nulls[3] = req->target_off >= 0 ? ' ' : 'n';
 	values[4] = BoolGetDatum(req->force);
 	values[5] = Int32GetDatum(req->concurrency);
 	nulls[5] = req->concurrency > 0 ? ' ' : 'n';
 	values[6] = ObjectIdGetDatum(req->owner);
-	WorkerExec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, state) "
-			 "VALUES ($1, $2, $3, $4, $5, $6, $7, 'running') RETURNING id",
-			 7, types, values, nulls);
+	WorkerExec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, "
+			   "raw_key, state, lease_pid, lease_backend_start) "
+			   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pg_backend_pid(), $9) RETURNING id",
+			   9, types, values, nulls);
 	req->job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	WorkerCommit();
 
@@ -707,7 +788,7 @@ JobLaunchAndWait(char kind, const char *table_name, const char *key,
 	if (job_id == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_JOB_FAILED),
-				 errmsg("the job's background worker could not record the job"),
+				 errmsg("the job's background worker (pid %d) exited before it recorded the job", (int) pid),
 				 errhint("The server log says why.")));
 	return job_id;
 }

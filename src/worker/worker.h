@@ -12,23 +12,64 @@
 #include "postgres.h"
 
 #include "catalog/shards.h"
+#include "catalog/tables.h"
 #include "fmgr.h"
 
-/* coordinator.c */
+/* launcher.c */
 extern char *CollegeWorkerDatabase;
-extern char *CollegeTestPauseAfterStep;
+extern Size LauncherShmemSize(void);
+extern void LauncherShmemInit(void);
+extern void LauncherInit(void);
+extern void LauncherWake(Oid database);
+extern void LauncherNoticeDatabase(void);
+extern bool LauncherServesDatabase(void);
+extern bool LauncherCoordinatorRuns(void);
+extern bool LauncherClaimSlot(int index, Oid database);
+extern void LauncherNoExtension(void);
+extern PGDLLEXPORT void collegedb_launcher_main(Datum arg);
+
+/* coordinator.c */
 extern void WorkerInit(void);
 extern PGDLLEXPORT void collegedb_coordinator_main(Datum arg);
 
 /* moves.c: must be called outside a transaction; each step commits */
+extern int	CollegeMoveLease;
+extern int	CollegeMoveMaxAttempts;
+extern char *CollegeTestPauseAfterStep;
+extern char *CollegeTestPauseInStep;
 extern int64 MoveStart(int64 job_id, const char *key, const char *source,
-					   const char *target);
-extern void MoveRun(int64 move_id);
+					   const char *target, int64 *generation, bool *adopted,
+					   int64 *busy);
+extern void MoveWaitWhileHeld(int64 move_id);
+extern int64 MoveTake(int64 move_id);
+extern void MoveRun(int64 move_id, int64 generation);
+extern void MoveCleanUp(int64 move_id, int64 generation);
 extern void WorkerBegin(void);
 extern void WorkerCommit(void);
 extern uint64 WorkerExec(const char *sql, int nargs, Oid *types, Datum *values,
 						 const char *nulls);
 extern ErrorData *WorkerCatchError(MemoryContext context);
+
+/*
+ * MOVE_REDACT_KEY is SQL that writes, in an error text bound for a catalog
+ * table, the quoted key as its stored form (with hash_mappings the key
+ * itself is never kept); raw and stored are column expressions.
+ */
+#define MOVE_REDACT_KEY(msg, raw, stored) \
+	"CASE WHEN " raw " IS NULL OR " raw " = " stored " THEN " msg \
+	" ELSE replace(" msg ", '\"' || " raw " || '\"', '\"' || " stored " || '\"') END"
+
+/* move_shards.c: in the shards' open remote transactions */
+extern void MoveEnsureKeyFits(const CdShard *shard, const char *key);
+extern void MoveLockKey(const CdShard *shard, const char *key);
+extern char *MoveFindTombstone(const CdShard *shard, const char *key);
+extern void MoveDropTombstones(const CdShard *shard, const char *key, bool placeholder_only);
+extern void MoveWriteTombstone(const CdShard *shard, const CdTable *table,
+							   const char *key, const char *moved_to, int64 move_id);
+extern int64 MoveDeleteKeyRows(const CdShard *shard, const CdTable *table,
+							   const char *key);
+extern int64 MoveCopyKeyRows(const CdShard *source, const CdShard *target,
+							 const CdTable *table, const char *key);
 
 /* jobs.c */
 typedef struct JobPlan
