@@ -97,7 +97,7 @@ move_job_detail(int64 job_id)
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT id, step, attempts, abandoned FROM collegedb.move "
 							  "WHERE job_id = $1 ORDER BY id DESC LIMIT 1",
-							  1, types, values, NULL, true, 0) == SPI_OK_SELECT &&
+							  1, types, values, NULL, false, 0) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{
 		bool		isnull;
@@ -164,6 +164,45 @@ ensure_job_succeeded(int64 id, char kind, bool cancelled_ok, Jsonb **result)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_JOB_FAILED),
 				 errmsg("job " INT64_FORMAT " ended without a result", id)));
+}
+
+/*
+ * ensure_not_moving raises MOVE_IN_PROGRESS when a live process runs a move
+ * of the key (an interrupted one is taken over by the job instead).
+ */
+static void
+ensure_not_moving(const char *key)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	int64		id = 0;
+	int			pid = 0;
+	CdCatalogAccess access;
+
+	values[0] = CStringGetTextDatum(RouterStoredKey(key, strlen(key)));
+	CatalogAccessBegin(&access);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT m.id, m.lease_pid FROM collegedb.move m "
+							  "WHERE m.key = $1 AND m.step NOT IN ('done', 'failed') AND EXISTS "
+							  "(SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid "
+							  " AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the moves");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		pid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SPI_finish();
+	CatalogAccessEnd(&access);
+	if (id > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
+				 errmsg("key \"%s\" is already being moved", key),
+				 errdetail("Move " INT64_FORMAT " is running in process %d.", id, pid),
+				 errhint("Wait for it (collegedb.moves), or terminate that process to hand the move over.")));
 }
 
 /*
@@ -237,6 +276,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 
 	/* the job checks again; here the errors keep their own codes */
 	key = record_key(key);
+	ensure_not_moving(key);
 	MoveEndpoints(key, target, force, &from, &to);
 	MoveEnsureKeyFits(from, key);
 	MoveEnsureKeyFits(to, key);

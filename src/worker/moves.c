@@ -729,9 +729,9 @@ move_steps(int64 move_id, int64 generation, char **failure)
 
 /*
  * settle_failure runs, in a transaction of its own, what follows a failed
- * attempt that still holds the move: the target's copy is removed when the
- * source step may have left one (or the move gives up), and a move that
- * gave up and is clean ends failed.  Its own errors are only logged: the
+ * attempt that still holds the move: after a failed source step the
+ * target's copy (if it committed one) is removed, and a move that gave up
+ * and is clean ends failed.  Its own errors are only logged: the
  * coordinator tries again.
  */
 static void
@@ -744,12 +744,18 @@ settle_failure(int64 move_id, int64 generation)
 		MoveRow		m;
 
 		WorkerBegin();
-		if (load_move(move_id, generation, &m) &&
-			(strcmp(m.step, "journaled") == 0 || strcmp(m.step, "copied") == 0) &&
-			(m.abandoned || strcmp(m.step, "copied") == 0))
+		if (!load_move(move_id, generation, &m))
+			;					/* changed hands */
+		else if (strcmp(m.step, "copied") == 0)
 		{
+			/* the source step ran: the target may hold a copy */
 			if (scrub_target(&m) && m.abandoned)
 				end_move(&m, true, NULL, NULL);
+		}
+		else if (strcmp(m.step, "journaled") == 0 && m.abandoned)
+		{
+			/* validation only removes rows: the target holds nothing of ours */
+			end_move(&m, true, NULL, NULL);
 		}
 		WorkerCommit();
 	}
