@@ -115,6 +115,7 @@ char	   *CollegeWorkerDatabase = NULL;
 
 static LauncherShared *launcher = NULL;
 static Oid	wake_at_end = InvalidOid;	/* this backend's pending wake */
+static bool rescan_at_end = false;	/* and a pending list of the databases */
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
 static void launcher_xact_callback(XactEvent event, void *arg);
@@ -245,7 +246,7 @@ wake_at_end_of_xact(void)
 static void
 launcher_xact_callback(XactEvent event, void *arg)
 {
-	if (!OidIsValid(wake_at_end))
+	if (!OidIsValid(wake_at_end) && !rescan_at_end)
 		return;
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
@@ -253,7 +254,11 @@ launcher_xact_callback(XactEvent event, void *arg)
 		Oid			database = wake_at_end;
 
 		wake_at_end = InvalidOid;
-		LauncherWake(database);
+		if (OidIsValid(database))
+			LauncherWake(database);
+		if (rescan_at_end)
+			LauncherWake(InvalidOid);
+		rescan_at_end = false;
 	}
 }
 
@@ -496,9 +501,10 @@ release_database(Oid database)
 			slot->retry_at = 0;
 		}
 	}
-	launcher->rescan = true;
 	set_latch_locked();
 	LWLockRelease(launcher->lock);
+	/* a database the statement created is seen once it commits */
+	rescan_at_end = true;
 }
 
 /*

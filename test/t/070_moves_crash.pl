@@ -16,7 +16,10 @@
 # requeued job's bookkeeping is checked).  A target shard that goes down after
 # 'copied': the move cannot finish (the key stays readable and writable at its
 # source, the failure is reported), and it completes once the target is back, with
-# the write made in between.
+# the write made in between.  The mover is also killed inside the source step (with
+# the key's lock held, and after the target committed its copy), between PostgreSQL,
+# SQLite and MySQL shards; while a move waits at 'copied', a foreign-table scan of
+# every shard counts each row once.
 use strict;
 use warnings;
 
@@ -56,6 +59,9 @@ $front->safe_psql(
 	SELECT collegedb.register_table('users', 'id');
 	SELECT collegedb.register_table('events', 'user_id');
 	SELECT collegedb.register_table('solo', 'id');
+	-- a scan of every shard, through the wrapper
+	CREATE FOREIGN TABLE users_ft (id text, name text) SERVER collegedb
+	  OPTIONS (key_column 'id', table_name 'users');
 });
 
 # Twelve keys, each with one users row and three events rows, pinned to a shard.
@@ -259,6 +265,9 @@ for my $mode (qw(kill restart))
 		}
 
 		is(read_key($k), '1/3', "$label: the key reads once while the mover waits");
+		is($front->safe_psql('postgres', 'SELECT count(*) FROM users_ft'), scalar(@keys),
+			"$label: a foreign-table scan of every shard counts each row once")
+		  if $step eq 'copied';
 		my $pid = move_field($id, 'lease_pid');
 		is( $front->safe_psql('postgres',
 				"SELECT backend_type FROM pg_stat_activity WHERE pid = $pid"),
@@ -289,6 +298,86 @@ for my $mode (qw(kill restart))
 		check_invariants($label, \%expected_where);
 		note sprintf "%s took %.1f s", $label, time - $t0;
 	}
+}
+
+# --- kill -9 inside the source step, MySQL shards too -------------------------
+
+# 'source_lock': the mover holds the key's lock on the source and has copied
+# nothing; 'source': the target has committed its copy and the source has not yet
+# written its tombstone nor deleted anything (the window between the two commits).
+# A MySQL shard joins (taking no new keys, so the rebalances below stay on a, b, c).
+my $mdb = start_mariadb();
+my $mydb = mysql_database($mdb);
+mysql_query($mdb, q{
+	CREATE TABLE users (id VARCHAR(64) PRIMARY KEY, name TEXT);
+	CREATE TABLE events (user_id VARCHAR(64) NOT NULL, seq INTEGER, note TEXT);
+	CREATE TABLE solo (id VARCHAR(64) PRIMARY KEY);
+}, database => $mydb);
+$front->safe_psql('postgres', qq{
+	CREATE SERVER m FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ mysql_server_options($mdb, dbname => $mydb) ]});
+	CREATE USER MAPPING FOR PUBLIC SERVER m OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+	SELECT collegedb.add_shard('m');
+	SELECT collegedb.set_shard_state('m', writable => false);
+});
+
+sub set_pause_in
+{
+	my ($where) = @_;
+	$front->safe_psql('postgres', defined $where
+		? "ALTER SYSTEM SET collegedb.test_pause_in_step = '$where'; SELECT pg_reload_conf()"
+		: 'ALTER SYSTEM RESET collegedb.test_pause_in_step; SELECT pg_reload_conf()');
+	ok(poll_until($front, 'SHOW collegedb.test_pause_in_step', $where // '', 30),
+		"collegedb.test_pause_in_step is '" . ($where // '') . "'");
+	return;
+}
+
+my @inside = (
+	[ 'source',      'a', 'b' ],
+	[ 'source_lock', 'b', 'a' ],
+	[ 'source',      'c', 'a' ],
+	[ 'source',      'a', 'c' ],
+	[ 'source',      'a', 'm' ],
+	[ 'source_lock', 'm', 'c' ],
+	[ 'source',      'm', 'b' ]);
+for my $i (0 .. $#inside)
+{
+	my ($where, $from, $to) = @{ $inside[$i] };
+	my $k = $keys[$i];
+	if ($home{$k} ne $from)
+	{
+		$front->safe_psql('postgres', "SELECT collegedb.reassign_shard('$k', '$from', force => true)");
+		$home{$k} = $from;
+	}
+	my $label = "kill inside the source step at $where ($k $from -> $to)";
+	set_pause_in($where);
+	my $off = -s $front->logfile;
+	my $caller = psql_start($front, "SELECT collegedb.reassign_shard('$k', '$to', force => true) - 'move_id'");
+	my ($id) = wait_for_log_match($front, qr/collegedb: move (\d+) paused inside step \Q$where\E\b/, $off, 60);
+	if (!ok(defined $id, "$label: the mover pauses inside the source step"))
+	{
+		my $r = psql_finish($caller, 5);
+		diag "reassign_shard: rc $r->{rc}, out '$r->{stdout}', err '$r->{stderr}'";
+		BAIL_OUT('the mover did not pause');
+	}
+	is(move_field($id, 'step'), 'copied', "$label: the journal says copied");
+	is(read_key($k), '1/3', "$label: the key reads once through the router");
+	my $users = rows_by_shard('users', 'id');
+	is(join(',', sort keys %{ $users->{$k} }), $where eq 'source' ? join(',', sort $from, $to) : $from,
+		$where eq 'source'
+		? "$label: the target has committed its copy, the source still has the rows"
+		: "$label: nothing is on the target yet");
+	my $pid = move_field($id, 'lease_pid');
+	# (the paused mover stays paused; the coordinator's attempt must not)
+	set_pause_in(undef);
+	kill 'KILL', $pid;
+	psql_finish($caller, 60);
+	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
+		"$label: the postmaster restarts every process");
+	wait_done($id, $label);
+	is(move_field($id, 'generation'), '2', "$label: the coordinator took the move over once (generation 2)");
+	$expected_where{$k} = $to;
+	$home{$k} = $to;
+	check_invariants($label, \%expected_where);
 }
 
 # --- the coordinator pauses (scheduled rebalance) and is killed -----------------
@@ -448,10 +537,10 @@ for my $mode (qw(kill restart))
 	my $t0 = time;
 	$pgb->start;
 	{
-		# The coordinator's failed attempt (resumed move, or the requeued job adopting
-		# it) keeps the move's lease (lease_pid = the coordinator, lease_until + 30 s):
-		# nothing retries it until the lease expires.
-		ok(poll_until($front, "SELECT step FROM collegedb.moves WHERE id = $id", 'done', 10),
+		# A failed attempt lets the move go at once and schedules the next one with
+		# backoff (1 s, 2 s, 4 s, ...): the target was down for a few attempts, so the
+		# next comes within seconds.
+		ok(poll_until($front, "SELECT step FROM collegedb.moves WHERE id = $id", 'done', 30),
 			"$label: the move completes soon after the target is back");
 	}
 	wait_done($id, $label);
