@@ -7,13 +7,18 @@
 #
 # Then writer sessions (independent psql processes) increment a counter row of each
 # key (UPDATE counters SET n = n + 1 via collegedb.run), insert uniquely tagged rows
-# under the keys (INSERT INTO events) and read the keys, while collegedb.rebalance
-# moves those keys around: between two PostgreSQL databases (a shard added, then one
-# drained, then back), from a SQLite shard being drained to PostgreSQL, from
-# PostgreSQL to MariaDB and back.  Every statement's outcome is counted on the client
-# side: afterwards each counter equals the number of increments that returned 1,
-# every insert that returned 1 is there exactly once (and no other), each key's rows
-# are on one shard, and every read during the moves found its key.
+# under the keys (INSERT INTO events), run transactions kept open across statements
+# (BEGIN; increment; sleep; increment; insert; COMMIT: they hold the key's lock on its
+# shard while they sleep) and read the keys, while collegedb.rebalance moves those
+# keys around: between two PostgreSQL databases (a shard added, then one drained, then
+# back), from a SQLite shard being drained to PostgreSQL, from PostgreSQL to MariaDB
+# and back; then, on a second front under computed placement, from the epoch's old
+# owners (PostgreSQL, SQLite) to new shards (PostgreSQL, MariaDB), then off SQLite and
+# off MariaDB.  Every statement's outcome is counted on the client side: afterwards
+# each counter equals the number of increments that returned 1 (two for a committed
+# transaction), every insert that returned 1 (or committed) is there exactly once (and
+# no other), each key's rows are on one shard, and every read during the moves found
+# its key.
 use strict;
 use warnings;
 
@@ -134,6 +139,22 @@ sub writer_send
 		$sql = sprintf q{SELECT 'R', %d, collegedb.run('%s', 'UPDATE counters SET n = n + 1 WHERE id = $1', '%s');},
 		  $id, $key, $key;
 	}
+	elsif ($kind eq 'txn')
+	{
+		# a transaction kept open across statements: it holds the key's lock on its
+		# shard (SQLite: the write lock) while it sleeps; it counts only if it
+		# reaches its last statement and commits
+		$sql = sprintf q{BEGIN;
+SELECT collegedb.run('%1$s', 'UPDATE counters SET n = n + 1 WHERE id = $1', '%1$s');
+SELECT pg_sleep(0.05);
+SELECT collegedb.run('%1$s', 'UPDATE counters SET n = n + 1 WHERE id = $1', '%1$s');
+SELECT collegedb.run('%1$s', 'INSERT INTO events VALUES ($1, $2)', '%1$s', 'tag%2$d');
+SELECT 'R', %2$d, 'ok';
+COMMIT;
+\if :ERROR
+\echo F %2$d
+\endif}, $key, $id;
+	}
 	elsif ($kind eq 'ins')
 	{
 		$sql = sprintf q{SELECT 'R', %d, collegedb.run('%s', 'INSERT INTO events VALUES ($1, $2)', '%s', 'tag%d');},
@@ -163,11 +184,18 @@ sub writer_collect
 		{
 			$ops{$1}{value} = $2;
 		}
+		elsif ($line =~ /^F (\d+)$/)
+		{
+			$ops{$1}{commit_failed} = 1;
+		}
 		elsif ($line =~ /^E (\d+)$/)
 		{
 			my $op = $ops{$1};
 			$op->{t_end} = time;
-			$op->{ok} = defined $op->{value} && $op->{value} eq '1';
+			$op->{ok} =
+			  $op->{kind} eq 'txn'
+			  ? defined $op->{value} && $op->{value} eq 'ok' && !$op->{commit_failed}
+			  : defined $op->{value} && $op->{value} eq '1';
 			$w->{pending} = undef;
 			$progress = 1;
 		}
@@ -212,7 +240,7 @@ sub write_during
 			next if defined $w->{pending} || defined $stop_at && $now > $stop_at;
 			my $key = $keys->[ int(rand(@$keys)) ];
 			my $dice = rand;
-			writer_send($w, $dice < 0.6 ? 'inc' : $dice < 0.9 ? 'ins' : 'read', $key);
+			writer_send($w, $dice < 0.45 ? 'inc' : $dice < 0.7 ? 'ins' : $dice < 0.9 ? 'txn' : 'read', $key);
 		}
 		if (!defined $reb && !defined $stop_at && $now >= $t_first)
 		{
@@ -267,7 +295,8 @@ sub check_outcome
 		if ($op->{ok})
 		{
 			$inc{ $op->{key} }++ if $op->{kind} eq 'inc';
-			$tags{"tag$id"} = $op->{key} if $op->{kind} eq 'ins';
+			$inc{ $op->{key} } += 2 if $op->{kind} eq 'txn';
+			$tags{"tag$id"} = $op->{key} if $op->{kind} eq 'ins' || $op->{kind} eq 'txn';
 		}
 		next unless $id > $first_op;
 		my $in_window = grep { $op->{t_end} >= $_->[0] && $op->{t_end} <= $_->[1] } @$windows;
@@ -446,6 +475,77 @@ is(mysql_query($mdb, q{SELECT COUNT(*) FROM counters}, database => $mydb),
 # snapshot and then deletes the current rows, so a write committed in between is
 # deleted without having been copied.
 check_outcome('from mariadb', $first_op, \@mkeys, $windows);
+
+# --- computed placement: a second front ---------------------------------------
+
+$front->stop;
+$shard->safe_psql('postgres', "CREATE DATABASE $_") for qw(p3 p4);
+my $sqlite2 = sqlite_dir() . '/l2.db';
+my $mydb2 = mysql_database($mdb, 'collegedb_080_computed');
+mysql_query($mdb, q{
+	CREATE TABLE counters (id VARCHAR(64) PRIMARY KEY, n INTEGER NOT NULL);
+	CREATE TABLE events (ekey VARCHAR(64) NOT NULL, tag VARCHAR(64) NOT NULL);
+}, database => $mydb2);
+$front = front_node(
+	'front2',
+	extension => 1,
+	conf      => {
+		max_connections      => 60,
+		max_worker_processes => 20,
+		shared_buffers       => '32MB',
+		log_statement        => 'none',
+	});
+$front->safe_psql('postgres', qq{
+	CREATE SERVER p3 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 'p3') ]});
+	CREATE USER MAPPING FOR PUBLIC SERVER p3 OPTIONS (user 'postgres');
+	CREATE SERVER p4 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 'p4') ]});
+	CREATE USER MAPPING FOR PUBLIC SERVER p4 OPTIONS (user 'postgres');
+	CREATE SERVER l2 FOREIGN DATA WRAPPER collegedb
+	  OPTIONS (@{[ sqlite_server_options($sqlite2) ]}, busy_timeout '10000');
+	CREATE SERVER my2 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ mysql_server_options($mdb, dbname => $mydb2) ]});
+	CREATE USER MAPPING FOR PUBLIC SERVER my2 OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['p3', 'p4', 'l2', 'my2']) AS s;
+	SELECT collegedb.run_on_shard(s, 'CREATE TABLE counters (id TEXT PRIMARY KEY, n INTEGER NOT NULL)')
+	  FROM unnest(ARRAY['p3', 'p4', 'l2']) AS s;
+	SELECT collegedb.run_on_shard(s, 'CREATE TABLE events (ekey TEXT NOT NULL, tag TEXT NOT NULL)')
+	  FROM unnest(ARRAY['p3', 'p4', 'l2']) AS s;
+	SELECT collegedb.register_table('counters', 'id');
+	SELECT collegedb.register_table('events', 'ekey');
+	SELECT collegedb.set_shard_state(s, writable => false) FROM unnest(ARRAY['p4', 'my2']) AS s;
+	SELECT collegedb.configure(placement => 'computed');
+});
+my @ckeys = map { "e$_" } 1 .. 40;
+{
+	my $array = 'ARRAY[' . join(', ', map { "'$_'" } @ckeys) . ']';
+	$front->safe_psql('postgres',
+		qq{SELECT sum(collegedb.run(k, 'INSERT INTO counters VALUES (\$1, 0)', k)) FROM unnest($array) AS k});
+}
+$first_op = $op_seq;
+($results, $windows) = write_during(
+	4, \@ckeys,
+	[
+		q{SELECT collegedb.set_shard_state(s, writable => true) FROM unnest(ARRAY['p4', 'my2']) AS s},
+		sprintf($rebalance, 3)
+	],
+	[ q{SELECT collegedb.set_shard_state('l2', drain => 'draining')}, sprintf($rebalance, 3) ],
+	[ q{SELECT collegedb.set_shard_state('my2', drain => 'draining')}, sprintf($rebalance, 2) ]);
+for my $i (0 .. 2)
+{
+	my ($n, $failed) = split / /, $results->[$i]{stdout} // '', 2;
+	is($failed, '[]', "computed: rebalance " . ($i + 1) . " reports no failed key")
+	  or diag "$results->[$i]{stdout} $results->[$i]{stderr}";
+	note sprintf 'computed: rebalance %d moved %s keys in %.2f s', $i + 1, $n // '?',
+	  $windows->[$i][1] - $windows->[$i][0];
+}
+is($front->safe_psql('postgres', 'SELECT max(epoch) FROM collegedb.epochs'), '5',
+	'computed: each change of the eligible shards published an epoch');
+ok(poll_until($front, q{SELECT count(*) FROM collegedb.moves WHERE step <> 'done'}, '0', 60),
+	'computed: every move is done');
+is( $front->safe_psql('postgres', q{
+		SELECT coalesce(sum((value->>'n')::int), 0) FROM collegedb.fanout('SELECT count(*) AS n FROM counters')
+		 WHERE shard IN ('l2', 'my2')}),
+	'0', 'computed: the drained SQLite and MariaDB shards hold no counter row');
+check_outcome('computed', $first_op, \@ckeys, $windows);
 
 note sprintf "080 took %.1f s", time - $t_start;
 done_testing();
