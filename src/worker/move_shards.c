@@ -34,8 +34,10 @@
 #include "router/router.h"
 #include "worker/worker.h"
 
-/* a batch ends at whichever limit comes first */
+/* a batch ends at whichever limit comes first (bench/moves measures them) */
+#ifndef MOVE_BATCH_ROWS
 #define MOVE_BATCH_ROWS 1000
+#endif
 #define MOVE_BATCH_PARAMS 999	/* SQLite's historic default limit */
 #define MOVE_BATCH_BYTES (1024 * 1024)
 
