@@ -53,6 +53,27 @@ WorkerInit(void)
 	LauncherInit();
 }
 
+/*
+ * WorkerDescribe fills in a dynamic worker of collegedb's: it connects to a
+ * database once recovery has finished, runs 'function', shows as 'type'
+ * (tests find workers by it), is never restarted, and notifies the process
+ * that starts it.
+ */
+void
+WorkerDescribe(BackgroundWorker *worker, const char *function, const char *type,
+			   const char *name)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "collegedb");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+	worker->bgw_notify_pid = MyProcPid;
+}
+
 typedef struct Pending
 {
 	int64		id;

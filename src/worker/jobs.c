@@ -366,17 +366,10 @@ launch_movers(int64 job_id, int n)
 		BackgroundWorkerHandle *handle;
 		Oid			ids[2] = {MyDatabaseId, GetUserId()};
 
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "collegedb");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "collegedb_mover_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "collegedb mover for job %ld", (long) job_id);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "collegedb mover");
+		WorkerDescribe(&worker, "collegedb_mover_main", "collegedb mover",
+					   psprintf("collegedb mover for job %ld", (long) job_id));
 		worker.bgw_main_arg = Int64GetDatum(job_id);
 		memcpy(worker.bgw_extra, ids, sizeof(ids));
-		worker.bgw_notify_pid = MyProcPid;
 		if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 			break;
 		handles = lappend(handles, handle);
@@ -763,16 +756,9 @@ JobLaunchAndWait(char kind, const char *table_name, const char *key,
 	PUT(target_off, target);
 #undef PUT
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "collegedb");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "collegedb_job_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "collegedb job for pid %d", MyProcPid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "collegedb job");
+	WorkerDescribe(&worker, "collegedb_job_main", "collegedb job",
+				   psprintf("collegedb job for pid %d", MyProcPid));
 	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-	worker.bgw_notify_pid = MyProcPid;
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),

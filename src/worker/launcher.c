@@ -507,6 +507,19 @@ release_database(Oid database)
 	rescan_at_end = true;
 }
 
+static void
+next_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					 ProcessUtilityContext context, ParamListInfo params,
+					 QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
 /*
  * launcher_process_utility stops the coordinator of a database that the
  * statement needs alone, and lets the launcher start it again afterwards.
@@ -525,12 +538,8 @@ launcher_process_utility(PlannedStmt *pstmt, const char *queryString,
 	{
 		PG_TRY();
 		{
-			if (prev_process_utility)
-				prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-									 queryEnv, dest, qc);
-			else
-				standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-										queryEnv, dest, qc);
+			next_process_utility(pstmt, queryString, readOnlyTree, context, params,
+								 queryEnv, dest, qc);
 		}
 		PG_FINALLY();
 		{
@@ -539,12 +548,8 @@ launcher_process_utility(PlannedStmt *pstmt, const char *queryString,
 		PG_END_TRY();
 		return;
 	}
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
+	next_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+						 dest, qc);
 }
 
 /* ---------------------------------------------------------------------
@@ -660,17 +665,10 @@ start_coordinator(int i, BackgroundWorkerHandle **handle)
 	BackgroundWorker worker;
 	CoordinatorSlot *slot = &launcher->slots[i];
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "collegedb");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "collegedb_coordinator_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "collegedb coordinator of %s", NameStr(slot->name));
-	snprintf(worker.bgw_type, BGW_MAXLEN, "collegedb coordinator");
+	WorkerDescribe(&worker, "collegedb_coordinator_main", "collegedb coordinator",
+				   psprintf("collegedb coordinator of %s", NameStr(slot->name)));
 	worker.bgw_main_arg = ObjectIdGetDatum(slot->database);
 	memcpy(worker.bgw_extra, &i, sizeof(i));
-	worker.bgw_notify_pid = MyProcPid;
 	return RegisterDynamicBackgroundWorker(&worker, handle);
 }
 

@@ -14,6 +14,7 @@
 #include "catalog/shards.h"
 #include "catalog/tables.h"
 #include "fmgr.h"
+#include "postmaster/bgworker.h"
 
 /* launcher.c */
 extern char *CollegeWorkerDatabase;
@@ -30,6 +31,8 @@ extern PGDLLEXPORT void collegedb_launcher_main(Datum arg);
 
 /* coordinator.c */
 extern void WorkerInit(void);
+extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
+						   const char *type, const char *name);
 extern PGDLLEXPORT void collegedb_coordinator_main(Datum arg);
 
 /* moves.c: must be called outside a transaction; each step commits */
