@@ -15,10 +15,11 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/adapters/common.o \
+	src/adapters/lexer.o \
 	src/adapters/pg.o \
 	src/adapters/sqlite.o \
+	src/adapters/sqlite_sandbox.o \
 	src/adapters/mysql.o \
-	src/remote/placeholders.o \
 	src/remote/connection.o \
 	src/remote/values.o \
 	src/remote/execute.o \
@@ -41,6 +42,7 @@ OBJS = \
 	src/fdw/fdw_plan.o \
 	src/fdw/fdw_exec.o \
 	src/sqlfuncs/shard_funcs.o \
+	src/sqlfuncs/config_funcs.o \
 	src/sqlfuncs/exec_funcs.o \
 	src/sqlfuncs/conn_funcs.o \
 	src/sqlfuncs/hash_funcs.o \

@@ -10,8 +10,12 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "adapters/adapter.h"
+#include "collegedb.h"
 
 static const CdAdapter *const adapters[CD_DIALECT_COUNT] = {
 	[CD_DIALECT_POSTGRES] = &CdPostgresAdapter,
@@ -121,4 +125,67 @@ AdapterQuoteIdent(const char *ident, char quote)
 	}
 	appendStringInfoChar(&buf, quote);
 	return buf.data;
+}
+
+/*
+ * AdapterDeliverRow hands one row to a sink with 'row_context' current,
+ * and resets that context after it: whatever the sink allocates there for
+ * the row is freed before the next, so memory does not grow with the row
+ * count.  Sinks keep what must outlive the row in their own contexts.
+ */
+void
+AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,
+				  MemoryContext row_context)
+{
+	MemoryContext old = MemoryContextSwitchTo(row_context);
+
+	sink->row(sink, ncols, cells);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(row_context);
+}
+
+/*
+ * AdapterStopWaiting says whether a wait that cannot service interrupts
+ * (cleanup while they are held, a cancel request sent while an error is
+ * being handled) should give up now: a cancel or a termination is pending,
+ * and the caller drops the connection anyway.  Safe anywhere; never
+ * throws.
+ */
+bool
+AdapterStopWaiting(void)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+/*
+ * AdapterCleanupDeadline returns when a cleanup starting now must give up:
+ * after collegedb.cleanup_timeout, as postgres_fdw gives up on a shard that
+ * does not answer its abort-time ROLLBACK or cancel.
+ */
+TimestampTz
+AdapterCleanupDeadline(void)
+{
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   Max(CollegeCleanupTimeout, 1));
+}
+
+/*
+ * AdapterDeadlinePassed says whether 'deadline' (0: none) has passed.
+ */
+bool
+AdapterDeadlinePassed(TimestampTz deadline)
+{
+	return deadline != 0 && GetCurrentTimestamp() >= deadline;
+}
+
+/*
+ * AdapterWaitTimeout returns the milliseconds left until 'deadline' for a
+ * latch wait: -1 (wait without limit) when there is none, at least 0.
+ */
+long
+AdapterWaitTimeout(TimestampTz deadline)
+{
+	if (deadline == 0)
+		return -1;
+	return Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline), 0);
 }

@@ -29,6 +29,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <sys/socket.h>
 
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_user_mapping.h"
@@ -37,11 +38,13 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "adapters/adapter.h"
-#include "remote/placeholders.h"
+#include "adapters/lexer.h"
+#include "collegedb.h"
 
 /*
  * mysql.h pulls in ma_list.h, which declares list_add(), list_delete(),
@@ -86,7 +89,11 @@
 #define CD_MYSQL_BINARY_CHARSET 63
 
 #define CD_MYSQL_DEFAULT_CONNECT_TIMEOUT 10 /* seconds */
-#define CD_MYSQL_CANCEL_TIMEOUT 2	/* seconds, each phase of KILL QUERY */
+/* parameters one statement may have (MySQL's limit for prepared statements) */
+#define CD_MYSQL_MAX_PARAMS 65535
+
+/* the longest key collegedb_tombstones.shard_key holds, in characters */
+#define CD_MYSQL_MAX_KEY_LENGTH 512
 
 /* room for the decimal form of any 64-bit integer and a NUL */
 #define CD_MYSQL_INTBUF 24
@@ -123,15 +130,16 @@ typedef struct CdMysqlParams
 	char	   *ssl_capath;
 	char	   *ssl_cipher;
 	char	   *tls_version;
+	bool		password_only;	/* the password rule applies */
 } CdMysqlParams;
 
 /* Where an asynchronous statement is (MysqlSend .. MysqlPoll) */
 typedef enum CdMysqlPhase
 {
 	CD_MYSQL_QUERY = 0,			/* running setup[index], then the statement */
-	CD_MYSQL_STORE,				/* reading the statement's result set */
+	CD_MYSQL_FETCH,				/* streaming the statement's rows */
 	CD_MYSQL_NEXT,				/* moving to a further result (a CALL's) */
-	CD_MYSQL_STORE_EXTRA,		/* reading a further result set, to drop it */
+	CD_MYSQL_FETCH_EXTRA,		/* reading a further result set, to drop it */
 	CD_MYSQL_DONE
 } CdMysqlPhase;
 
@@ -148,9 +156,21 @@ typedef struct CdMysqlConn
 	int			index;			/* which setup command, nsetup: the statement */
 	int			nsetup;
 	const char *const *setup;
-	char	   *statement;		/* with parameters as literals, palloc'd */
+	char	   *statement;		/* with parameters as literals, in 'context' */
 	size_t		statement_len;
 	int64		rows;
+	bool		midway;			/* sent and not finished */
+
+	/* the result being streamed (mysql_use_result) */
+	MYSQL_RES  *res;
+	int			ncols;
+	MYSQL_FIELD *fields;
+	CdValueKind *kinds;
+	CdCell	   *cells;
+	char	   *bufs;			/* CD_MYSQL_INTBUF bytes per column */
+
+	MemoryContext context;		/* the statement's, reset by each send */
+	MemoryContext row_context;	/* reset after each row */
 } CdMysqlConn;
 
 /* option catalog */
@@ -213,6 +233,54 @@ typedef struct CdMysqlParamState
 } CdMysqlParamState;
 
 static bool cd_mysql_library_ready = false;
+
+static const char *const mysql_read_words[] = {
+	"select", "values", "table", "show", "explain", "describe", "desc", "with", NULL
+};
+
+/*
+ * "lock": LOCK IN SHARE MODE; "into": SELECT ... INTO OUTFILE, DUMPFILE
+ * or variables.
+ */
+static const char *const mysql_write_words[] = {
+	"insert", "update", "delete", "replace", "into", "lock", NULL
+};
+static const char *const mysql_transaction_words[] = {
+	"begin", "start", "commit", "rollback", "savepoint", "release", "xa", NULL
+};
+
+/*
+ * MySQL's lexical rules: executable comments are code (the server runs
+ * /_*!50000 DELETE ... *_/), backslashes escape in literals unless the
+ * session has NO_BACKSLASH_ESCAPES (collegedb's sessions do not, but a
+ * routed statement can turn it on).
+ */
+#define MYSQL_LEXER_RULES(backslash) { \
+	.backslash_escapes = (backslash), \
+	.backtick_idents = true, \
+	.hash_comments = true, \
+	.dash_comment_space = true, \
+	.executable_comments = true, \
+	.read_words = mysql_read_words, \
+	.write_words = mysql_write_words, \
+	.transaction_words = mysql_transaction_words, \
+}
+
+static const CdLexerRules mysql_lexer_rules = MYSQL_LEXER_RULES(true);
+static const CdLexerRules mysql_lexer_rules_no_backslash = MYSQL_LEXER_RULES(false);
+
+static void MysqlCheckForInterrupts(struct CdMysqlConn *kill);
+static void MysqlCloseHandle(MYSQL *m, bool midway);
+
+/*
+ * MysqlLexerRules returns the lexical rules a session follows now.
+ */
+static const CdLexerRules *
+MysqlLexerRules(MYSQL *m)
+{
+	return (m->server_status & SERVER_STATUS_NO_BACKSLASH_ESCAPES) ?
+		&mysql_lexer_rules_no_backslash : &mysql_lexer_rules;
+}
 
 
 /* ----------------------------------------------------------------
@@ -485,13 +553,9 @@ MysqlParamsFromInfo(const CdConnInfo *info, CdMysqlParams *p)
 		else if (strcmp(k, "user") == 0)
 			p->user = MysqlStrdup(v, &oom);
 		else if (strcmp(k, "password") == 0)
-		{
-			/* an empty password is a password */
-			p->password = strdup(v);
-			if (p->password == NULL)
-				oom = true;
-		}
+			p->password = MysqlStrdup(v, &oom);
 	}
+	p->password_only = info->require_password;
 	return !oom;
 }
 
@@ -515,6 +579,15 @@ MysqlApplyOptions(MYSQL *m, const CdMysqlParams *p, unsigned int timeout)
 	 * operating-system user.
 	 */
 	ok &= mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &zero) == 0;
+
+	/*
+	 * Under the password rule only client plugins that send the mapping's
+	 * password may answer the server: not one that would use the front's
+	 * Kerberos tickets (auth_gssapi_client) or ask questions (dialog).
+	 */
+	if (p->password_only)
+		ok &= mysql_options(m, MARIADB_OPT_RESTRICTED_AUTH,
+							"mysql_native_password,client_ed25519,caching_sha2_password,sha256_password") == 0;
 
 	if (p->ssl_mode == CD_MYSQL_SSL_DISABLED)
 		return ok;
@@ -757,75 +830,19 @@ MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
  */
 
 /*
- * MysqlCancelQuery asks the server to stop the statement running on
- * 'conn' by sending KILL QUERY over a second, blocking connection with the
- * same parameters.  Best effort and bounded (a few seconds at most): it
- * runs while an error is being thrown, so it must not throw itself.
- */
-static void
-MysqlCancelQuery(CdMysqlConn *conn)
-{
-	const CdMysqlParams *p = &conn->params;
-	unsigned long thread_id = mysql_thread_id(conn->mysql);
-	unsigned int timeout = CD_MYSQL_CANCEL_TIMEOUT;
-	MYSQL	   *c;
-	char		sql[64];
-
-	if (thread_id == 0)
-		return;
-	c = mysql_init(NULL);
-	if (c == NULL)
-		return;
-	if (MysqlApplyOptions(c, p, timeout) &&
-		mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &timeout) == 0 &&
-		mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &timeout) == 0 &&
-		mysql_real_connect(c, p->host, p->user, p->password, NULL, p->port,
-						   p->socket, 0) != NULL)
-	{
-		snprintf(sql, sizeof(sql), "KILL QUERY %lu", thread_id);
-		(void) mysql_real_query(c, sql, strlen(sql));
-	}
-	mysql_close(c);
-}
-
-/*
- * MysqlCheckForInterrupts services pending interrupts; when one throws
- * while a statement is in flight ('cancel'), the statement is killed on
- * the server before the error goes on.
- */
-static void
-MysqlCheckForInterrupts(CdMysqlConn *conn, bool cancel)
-{
-	if (!INTERRUPTS_PENDING_CONDITION())
-		return;
-	if (!cancel)
-	{
-		CHECK_FOR_INTERRUPTS();
-		return;
-	}
-	PG_TRY();
-	{
-		CHECK_FOR_INTERRUPTS();
-	}
-	PG_CATCH();
-	{
-		MysqlCancelQuery(conn);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-}
-
-/*
- * MysqlWait waits for what a suspended non-blocking call asked for
+ * MysqlWait waits for what a suspended non-blocking call on 'm' asked for
  * ('status', MYSQL_WAIT_* flags) and returns the events that occurred, to
- * be passed to the matching _cont function.  Interrupts are serviced
- * meanwhile (see MysqlCheckForInterrupts).  With 'deadline' set, returns -1
- * once it passes, whatever the library asked for.
+ * be passed to the matching _cont function, or -1 when the caller should
+ * give up: 'deadline' (0: none) passed, or (not 'interruptible') a cancel
+ * or termination is pending.  'interruptible': interrupts are serviced
+ * meanwhile, and when one throws, 'kill' (if given) has its statement
+ * killed on the server first; otherwise it never throws.
  */
 static int
-MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
+MysqlWait(MYSQL *m, int status, CdMysqlConn *kill, bool interruptible,
+		  TimestampTz deadline)
 {
-	pgsocket	sock = mysql_get_socket(conn->mysql);
+	pgsocket	sock = mysql_get_socket(m);
 	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH;
 	TimestampTz lib_deadline = 0;
 
@@ -838,7 +855,7 @@ MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
 	}
 	if (status & MYSQL_WAIT_TIMEOUT)
 		lib_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   mysql_get_timeout_value_ms(conn->mysql));
+												   mysql_get_timeout_value_ms(m));
 	if (lib_deadline != 0 || deadline != 0)
 		events |= WL_TIMEOUT;
 
@@ -852,7 +869,10 @@ MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
 		int			rc;
 		int			happened = 0;
 
-		MysqlCheckForInterrupts(conn, cancel);
+		if (interruptible)
+			MysqlCheckForInterrupts(kill);
+		else if (AdapterStopWaiting())
+			return -1;
 
 		if (events & WL_TIMEOUT)
 		{
@@ -884,22 +904,150 @@ MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
 }
 
 /*
- * MysqlQuery runs mysql_real_query without blocking; returns its result
- * (0 on success).
+ * MysqlConnectHandle runs the non-blocking handshake of 'm' with the
+ * parameters 'p' until it is done: true when connected, false on a
+ * failure (in the handle) or, with *gave_up set, when MysqlWait gave up.
+ */
+static bool
+MysqlConnectHandle(MYSQL *m, const CdMysqlParams *p, bool interruptible,
+				   TimestampTz deadline, bool *gave_up)
+{
+	MYSQL	   *ret = NULL;
+
+	/*
+	 * CLIENT_FOUND_ROWS makes UPDATE report the rows it matched, as
+	 * PostgreSQL does, rather than only those it changed.  No
+	 * CLIENT_MULTI_STATEMENTS: a second command in a statement is a syntax
+	 * error on the server.  The password is never NULL: libmariadb would
+	 * then read MYSQL_PWD from the server's environment.
+	 */
+	int			status = mysql_real_connect_start(&ret, m, p->host, p->user,
+												  p->password ? p->password : "",
+												  p->dbname, p->port, p->socket,
+												  CLIENT_FOUND_ROWS);
+
+	*gave_up = false;
+	while (status != 0)
+	{
+		status = MysqlWait(m, status, NULL, interruptible, deadline);
+		if (status < 0)
+		{
+			*gave_up = true;
+			return false;
+		}
+		status = mysql_real_connect_cont(&ret, m, status);
+	}
+	if (ret == NULL)
+		return false;
+
+	/*
+	 * libmariadb switches the socket to blocking mode for the TLS handshake
+	 * and leaves it so: TLS reads in the non-blocking API would then block
+	 * in the library (seen with 3.3).  Plain connections use MSG_DONTWAIT
+	 * and do not care.
+	 */
+	(void) pg_set_noblock(mysql_get_socket(m));
+	return true;
+}
+
+/*
+ * MysqlQueryHandle runs mysql_real_query on 'm' without blocking; returns
+ * its result (0 on success), or -1 when MysqlWait gave up.  'kill': see
+ * MysqlWait.
  */
 static int
-MysqlQuery(CdMysqlConn *conn, const char *sql, size_t len)
+MysqlQueryHandle(MYSQL *m, const char *sql, size_t len, CdMysqlConn *kill,
+				 bool interruptible, TimestampTz deadline)
 {
 	int			ret = 1;
 	int			status;
 
-	status = mysql_real_query_start(&ret, conn->mysql, sql, len);
+	status = mysql_real_query_start(&ret, m, sql, len);
 	while (status != 0)
 	{
-		status = MysqlWait(conn, status, true, 0);
-		status = mysql_real_query_cont(&ret, conn->mysql, status);
+		status = MysqlWait(m, status, kill, interruptible, deadline);
+		if (status < 0)
+			return -1;
+		status = mysql_real_query_cont(&ret, m, status);
 	}
 	return ret;
+}
+
+/*
+ * MysqlCancelQuery asks the server to stop the statement running on
+ * 'conn' by sending KILL QUERY over a second connection with the same
+ * parameters, driven without blocking and given up after 'timeout_ms' (or
+ * at once on a pending cancel or termination).  It runs while an error is
+ * being thrown, so it must not throw itself.
+ */
+static void
+MysqlCancelQuery(CdMysqlConn *conn, int timeout_ms)
+{
+	const CdMysqlParams *p = &conn->params;
+	unsigned long thread_id = mysql_thread_id(conn->mysql);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Max(timeout_ms, 1));
+	unsigned int timeout = Max(timeout_ms / 1000, 1);
+	MYSQL	   *c;
+	bool		gave_up;
+	char		sql[64];
+
+	if (thread_id == 0)
+		return;
+	c = mysql_init(NULL);
+	if (c == NULL)
+		return;
+	if (mysql_options(c, MYSQL_OPT_NONBLOCK, 0) == 0 &&
+		MysqlApplyOptions(c, p, timeout) &&
+		MysqlConnectHandle(c, p, false, deadline, &gave_up))
+	{
+		snprintf(sql, sizeof(sql), "KILL QUERY %lu", thread_id);
+		(void) MysqlQueryHandle(c, sql, strlen(sql), NULL, false, deadline);
+	}
+	MysqlCloseHandle(c, true);
+}
+
+/*
+ * MysqlCheckForInterrupts services pending interrupts; when one throws
+ * while a statement is in flight on 'kill', the statement is killed on the
+ * server (within collegedb.cleanup_timeout) before the error goes on.
+ */
+static void
+MysqlCheckForInterrupts(CdMysqlConn *kill)
+{
+	if (!INTERRUPTS_PENDING_CONDITION())
+		return;
+	if (kill == NULL)
+	{
+		CHECK_FOR_INTERRUPTS();
+		return;
+	}
+	PG_TRY();
+	{
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_CATCH();
+	{
+		MysqlCancelQuery(kill, CollegeCleanupTimeout);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * MysqlCloseHandle closes a client handle; 'midway' says a command may be
+ * half sent or half answered, and then the socket is shut down first, so
+ * that closing (which sends COM_QUIT) cannot wait for a shard that stopped
+ * reading.
+ */
+static void
+MysqlCloseHandle(MYSQL *m, bool midway)
+{
+	if (m == NULL)
+		return;
+	if (midway && mysql_get_socket(m) != PGINVALID_SOCKET)
+		(void) shutdown(mysql_get_socket(m), SHUT_RDWR);
+	mysql_close(m);
 }
 
 /* ----------------------------------------------------------------
@@ -908,16 +1056,27 @@ MysqlQuery(CdMysqlConn *conn, const char *sql, size_t len)
  */
 
 /*
- * MysqlConnFree closes the connection and releases the handle.
+ * MysqlConnFree closes the connection and releases the handle.  A result
+ * still being streamed is let go without reading the rest of it (its
+ * handle is cleared first: freeing it would read to the end), and a
+ * connection in the middle of a statement has its socket shut down before
+ * it is closed.
  */
 static void
 MysqlConnFree(CdMysqlConn *conn)
 {
 	if (conn == NULL)
 		return;
-	if (conn->mysql != NULL)
-		mysql_close(conn->mysql);
+	if (conn->res != NULL)
+	{
+		conn->res->handle = NULL;
+		mysql_free_result(conn->res);
+		conn->res = NULL;
+	}
+	MysqlCloseHandle(conn->mysql, conn->midway);
 	MysqlParamsFree(&conn->params);
+	if (conn->context != NULL)
+		MemoryContextDelete(conn->context);
 	free(conn);
 }
 
@@ -927,15 +1086,36 @@ MysqlConnFree(CdMysqlConn *conn)
  */
 static void *
 MysqlConnectFailed(CdMysqlConn *conn, const CdConnInfo *info,
-				   CdRemoteError *err, const char *detail)
+				   CdRemoteError *err, const char *sqlstate, const char *detail)
 {
 	char	   *message = psprintf("could not connect to MySQL shard \"%s\"",
 								   info->shard);
 
-	AdapterSetError(err, "08001", true, message, detail, NULL);
+	AdapterSetError(err, sqlstate, true, message, detail, NULL);
 	pfree(message);
 	MysqlConnFree(conn);
 	return NULL;
+}
+
+/*
+ * The session settings collegedb relies on: UTC (see MysqlEmitParam) and
+ * strict SQL mode, so that no value (a key above all) is silently cut or
+ * changed, without NO_BACKSLASH_ESCAPES, so that the server reads
+ * backslashes in literals as the adapter's lexer does.
+ */
+#define CD_MYSQL_SESSION_SETUP \
+	"SET time_zone = '+00:00', sql_mode = CONCAT_WS(',', NULLIF(TRIM(BOTH ',' FROM " \
+	"REPLACE(CONCAT(',', @@SESSION.sql_mode, ','), ',NO_BACKSLASH_ESCAPES,', ',')), ''), " \
+	"'STRICT_ALL_TABLES')"
+
+/*
+ * MysqlUsesSocket says whether libmariadb would connect over a Unix
+ * socket: a socket option, or no host or "localhost".
+ */
+static bool
+MysqlUsesSocket(const CdMysqlParams *p)
+{
+	return p->socket != NULL || p->host == NULL || strcmp(p->host, "localhost") == 0;
 }
 
 /*
@@ -943,16 +1123,21 @@ MysqlConnectFailed(CdMysqlConn *conn, const CdConnInfo *info,
  * an overall connect_timeout (DNS resolution, inside the library, is the
  * one step that can still block), then the session settings collegedb
  * relies on.  Any failure is 08001 naming the shard.
+ *
+ * Under the password rule (CdConnInfo.require_password) the connection
+ * authenticates with the mapping's password only: never over a Unix socket
+ * (where the server can authenticate the front's operating-system user,
+ * unix_socket authentication), and only with password-based client
+ * authentication plugins.
  */
 static void *
 MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 {
 	CdMysqlConn *conn;
-	MYSQL	   *ret = NULL;
-	const char *tz_sql = "SET time_zone = '+00:00'";
 	TimestampTz deadline;
+	bool		connected = false;
 	bool		timed_out = false;
-	int			tz_rc = 0;
+	int			setup_rc = 0;
 	unsigned int timeout;
 
 	if (!cd_mysql_library_ready)
@@ -984,11 +1169,20 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 				 errmsg("out of memory")));
 	}
 
+	if (conn->params.password_only && MysqlUsesSocket(&conn->params))
+	{
+		MysqlConnFree(conn);
+		AdapterSetError(err, "2F003", true, "password is required",
+						"Non-superuser cannot connect to a MySQL shard over a Unix socket, where the server may authenticate the front's operating-system user.",
+						"Connect over TCP (a host other than localhost), or have a superuser set password_required=false in the user mapping attributes.");
+		return NULL;
+	}
+
 	/* the library multiplies by 1000 into an int */
 	timeout = (unsigned int) Min(conn->params.connect_timeout, INT_MAX / 1000);
 	if (mysql_options(conn->mysql, MYSQL_OPT_NONBLOCK, 0) != 0 ||
 		!MysqlApplyOptions(conn->mysql, &conn->params, timeout))
-		return MysqlConnectFailed(conn, info, err,
+		return MysqlConnectFailed(conn, info, err, "08001",
 								  "The MySQL client library rejected a connection option.");
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
@@ -996,42 +1190,13 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 
 	PG_TRY();
 	{
-		/*
-		 * CLIENT_FOUND_ROWS makes UPDATE report the rows it matched, as
-		 * PostgreSQL does, rather than only those it changed.  No
-		 * CLIENT_MULTI_STATEMENTS: a second command in a statement is a
-		 * syntax error on the server.
-		 */
-		int			status = mysql_real_connect_start(&ret, conn->mysql,
-													  conn->params.host,
-													  conn->params.user,
-													  conn->params.password,
-													  conn->params.dbname,
-													  conn->params.port,
-													  conn->params.socket,
-													  CLIENT_FOUND_ROWS);
-
-		while (status != 0)
-		{
-			status = MysqlWait(conn, status, false, deadline);
-			if (status < 0)
-			{
-				timed_out = true;
-				break;
-			}
-			status = mysql_real_connect_cont(&ret, conn->mysql, status);
-		}
-		if (!timed_out && ret != NULL)
-		{
-			/*
-			 * libmariadb switches the socket to blocking mode for the TLS
-			 * handshake and leaves it so: TLS reads in the non-blocking
-			 * API would then block in the library (seen with 3.3).  Plain
-			 * connections use MSG_DONTWAIT and do not care.
-			 */
-			(void) pg_set_noblock(mysql_get_socket(conn->mysql));
-			tz_rc = MysqlQuery(conn, tz_sql, strlen(tz_sql));
-		}
+		connected = MysqlConnectHandle(conn->mysql, &conn->params, true, deadline,
+									   &timed_out);
+		if (connected)
+			setup_rc = MysqlQueryHandle(conn->mysql, CD_MYSQL_SESSION_SETUP,
+										strlen(CD_MYSQL_SESSION_SETUP), NULL, true,
+										deadline);
+		timed_out |= setup_rc < 0;
 	}
 	PG_CATCH();
 	{
@@ -1047,9 +1212,9 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 									  "The connection timed out after %d seconds.",
 									  conn->params.connect_timeout);
 
-		return MysqlConnectFailed(conn, info, err, detail);
+		return MysqlConnectFailed(conn, info, err, "08001", detail);
 	}
-	if (ret == NULL || tz_rc != 0)
+	if (!connected || setup_rc != 0)
 	{
 		MysqlSetError(err, conn->mysql, info->shard);
 		MysqlConnFree(conn);
@@ -1057,9 +1222,13 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 	}
 	if (conn->params.ssl_mode == CD_MYSQL_SSL_REQUIRED &&
 		mysql_get_ssl_cipher(conn->mysql) == NULL)
-		return MysqlConnectFailed(conn, info, err,
+		return MysqlConnectFailed(conn, info, err, "08001",
 								  "The server does not support TLS, which ssl_mode \"required\" demands.");
 
+	conn->context = AllocSetContextCreate(TopMemoryContext, "collegedb mysql statement",
+										  ALLOCSET_SMALL_SIZES);
+	conn->row_context = AllocSetContextCreate(conn->context, "collegedb mysql row",
+											  ALLOCSET_DEFAULT_SIZES);
 	return conn;
 }
 
@@ -1073,7 +1242,6 @@ MysqlClose(void *handle)
 {
 	MysqlConnFree((CdMysqlConn *) handle);
 }
-
 
 /* ----------------------------------------------------------------
  *		parameters
@@ -1383,67 +1551,104 @@ MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
 }
 
 /*
- * MysqlDeliverRows hands a stored result to the sink: column names first,
- * then each row.  Reads client memory only.  May throw (from the sink);
- * the caller frees the result.
+ * MysqlColumns reads the row description of the result being streamed,
+ * into the statement's context, and sends the column names to the sink.
  */
 static void
-MysqlDeliverRows(MYSQL_RES *res, CdRowSink *sink)
+MysqlColumns(CdMysqlConn *conn, CdRowSink *sink)
 {
-	int			ncols = (int) mysql_num_fields(res);
-	MYSQL_FIELD *fields = mysql_fetch_fields(res);
+	MemoryContext old = MemoryContextSwitchTo(conn->context);
+	int			ncols = (int) mysql_num_fields(conn->res);
 	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
-	CdValueKind *kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
-	CdCell	   *cells = palloc(sizeof(CdCell) * Max(ncols, 1));
-	char	   *bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
-	MYSQL_ROW	row;
 
+	conn->ncols = ncols;
+	conn->fields = mysql_fetch_fields(conn->res);
+	conn->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
+	conn->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
+	conn->bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
 	for (int i = 0; i < ncols; i++)
 	{
-		names[i] = fields[i].name;
-		kinds[i] = MysqlColumnKind(&fields[i]);
+		names[i] = conn->fields[i].name;
+		conn->kinds[i] = MysqlColumnKind(&conn->fields[i]);
 	}
-	sink->columns(sink, ncols, names);
+	MemoryContextSwitchTo(old);
+	if (sink != NULL)
+		sink->columns(sink, ncols, names);
+}
 
-	while ((row = mysql_fetch_row(res)) != NULL)
-	{
-		unsigned long *lengths = mysql_fetch_lengths(res);
+/*
+ * MysqlDeliverRow hands the row just fetched to the sink, in the row
+ * context.  Reads client memory only.  May throw (from the sink).
+ */
+static void
+MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row, CdRowSink *sink)
+{
+	unsigned long *lengths = mysql_fetch_lengths(conn->res);
 
-		for (int i = 0; i < ncols; i++)
-			MysqlCell(&cells[i], &fields[i], kinds[i], row[i], lengths[i],
-					  bufs + (Size) i * CD_MYSQL_INTBUF);
-		sink->row(sink, ncols, cells);
-	}
-
-	pfree(names);
-	pfree(kinds);
-	pfree(cells);
-	pfree(bufs);
+	for (int i = 0; i < conn->ncols; i++)
+		MysqlCell(&conn->cells[i], &conn->fields[i], conn->kinds[i], row[i], lengths[i],
+				  conn->bufs + (Size) i * CD_MYSQL_INTBUF);
+	AdapterDeliverRow(sink, conn->ncols, conn->cells, conn->row_context);
 }
 
 /*
  * MysqlSend builds the statement, with its parameters as literals, and
  * starts the first command (a setup command, or the statement) without
- * waiting.  A bad parameter fails before anything is sent.  See adapter.h.
+ * waiting.  The placeholders are found by the lexical rules the session
+ * follows now: a routed statement may have turned NO_BACKSLASH_ESCAPES on,
+ * and a literal must end where the server thinks it does.  By those rules,
+ * a statement the remote layer runs as a read must still be one.  A bad
+ * parameter, or more than MySQL takes, fails before anything is sent.  See
+ * adapter.h.
  */
 static bool
 MysqlSend(void *handle, int nsetup, const char *const *setup,
-		  const char *sql, int nparams, const CdParam *params, CdRemoteError *err)
+		  const char *sql, int nparams, const CdParam *params, int flags,
+		  CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
 	CdMysqlParamState st;
+	CdStatementShape shape;
 	StringInfoData buf;
+	MemoryContext old;
 
+	if (conn->midway || conn->res != NULL)
+	{
+		AdapterSetError(err, "08006", true,
+						"the MySQL connection is in the middle of an earlier statement",
+						NULL, NULL);
+		return false;
+	}
+	if (nparams > CD_MYSQL_MAX_PARAMS)
+	{
+		AdapterSetError(err, "54023", false,
+						psprintf("cannot send more than %d parameters to a MySQL shard",
+								 CD_MYSQL_MAX_PARAMS),
+						NULL, NULL);
+		return false;
+	}
+
+	MemoryContextReset(conn->row_context);
+	MemoryContextResetOnly(conn->context);
+	old = MemoryContextSwitchTo(conn->context);
 	memset(&st, 0, sizeof(st));
 	st.mysql = conn->mysql;
 	st.nparams = nparams;
 	st.params = params;
 	initStringInfo(&buf);
-	(void) PlaceholdersRewrite(sql, CD_DIALECT_MYSQL, &buf, MysqlEmitParam, &st);
+	shape = LexerScan(sql, MysqlLexerRules(conn->mysql), &buf, MysqlEmitParam, &st);
+	MemoryContextSwitchTo(old);
 	if (st.failed)
 	{
 		AdapterSetError(err, st.sqlstate, false, st.message, NULL, NULL);
-		pfree(buf.data);
+		return false;
+	}
+	if ((flags & CD_EXEC_READ) && !shape.read_only)
+	{
+		AdapterSetError(err, "25006", false,
+						"statement writes, but it was sent to the MySQL shard as a read",
+						"The session's NO_BACKSLASH_ESCAPES mode makes the statement's literals end elsewhere, and then it may write.",
+						NULL);
 		return false;
 	}
 
@@ -1455,6 +1660,8 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 	conn->statement = buf.data;
 	conn->statement_len = buf.len;
 	conn->rows = 0;
+	conn->ncols = 0;
+	conn->midway = true;
 	return true;
 }
 
@@ -1465,11 +1672,51 @@ MysqlWaitResult(int status)
 }
 
 /*
- * MysqlPoll advances the statement as far as it can without blocking: one
- * round trip per command (the protocol, without multi-statements, which
- * stay off so that a statement is exactly one command), then the result
- * set, read whole into client memory (mysql_store_result) and handed to
- * the sink; a CALL's further results are read and dropped.  Resuming a
+ * MysqlFetch streams the rows of conn->res to 'sink' (NULL: drops them)
+ * as far as it can without blocking: one round trip per command (the
+ * protocol, without multi-statements, which stay off so that a statement
+ * is exactly one command), then the rows as they arrive, never the whole
+ * result in client memory.  Returns CD_POLL_DONE once the result ended
+ * (and is freed), the wait it needs, or CD_POLL_FAILED.
+ */
+static CdPollResult
+MysqlFetch(CdMysqlConn *conn, CdRowSink *sink, CdRemoteError *err)
+{
+	for (;;)
+	{
+		MYSQL_ROW	row = NULL;
+		int			status;
+
+		if (!conn->started)
+			status = mysql_fetch_row_start(&row, conn->res);
+		else
+			status = mysql_fetch_row_cont(&row, conn->res, conn->wait);
+		if ((conn->started = status != 0))
+		{
+			conn->wait = status;
+			return MysqlWaitResult(status);
+		}
+		if (row == NULL)
+		{
+			/* the end, or an error packet: either way nothing is left to read */
+			bool		failed = mysql_errno(conn->mysql) != 0;
+
+			if (failed)
+				MysqlSetError(err, conn->mysql, NULL);
+			mysql_free_result(conn->res);
+			conn->res = NULL;
+			return failed ? CD_POLL_FAILED : CD_POLL_DONE;
+		}
+		conn->rows++;
+		if (sink != NULL)
+			MysqlDeliverRow(conn, row, sink);
+	}
+}
+
+/*
+ * MysqlPoll advances the statement as far as it can without blocking:
+ * the setup commands and the statement, then its rows, streamed (see
+ * MysqlFetch); a CALL's further results are read and dropped.  Resuming a
  * suspended call when its socket is not ready yet is harmless: the library
  * suspends again.  See adapter.h.
  */
@@ -1482,8 +1729,8 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 	for (;;)
 	{
 		int			ret = 1;
-		MYSQL_RES  *res = NULL;
 		int			status;
+		CdPollResult r;
 
 		switch (conn->phase)
 		{
@@ -1505,6 +1752,7 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				if (ret != 0)
 				{
 					MysqlSetError(err, m, NULL);
+					conn->midway = false;
 					return CD_POLL_FAILED;
 				}
 				if (conn->index < conn->nsetup)
@@ -1517,43 +1765,29 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				{
 					conn->rows = (int64) mysql_affected_rows(m);
 					conn->phase = CD_MYSQL_NEXT;
+					continue;
 				}
-				else
-					conn->phase = CD_MYSQL_STORE;
-				continue;
-
-			case CD_MYSQL_STORE:
-			case CD_MYSQL_STORE_EXTRA:
-				if (!conn->started)
-					status = mysql_store_result_start(&res, m);
-				else
-					status = mysql_store_result_cont(&res, m, conn->wait);
-				if ((conn->started = status != 0))
-				{
-					conn->wait = status;
-					return MysqlWaitResult(status);
-				}
-				if (res == NULL)
+				/* no I/O: the row description came with the answer */
+				conn->res = mysql_use_result(m);
+				if (conn->res == NULL)
 				{
 					MysqlSetError(err, m, NULL);
+					err->connection_lost = true;
 					return CD_POLL_FAILED;
 				}
-				if (conn->phase == CD_MYSQL_STORE)
+				MysqlColumns(conn, sink);
+				conn->phase = CD_MYSQL_FETCH;
+				continue;
+
+			case CD_MYSQL_FETCH:
+			case CD_MYSQL_FETCH_EXTRA:
+				r = MysqlFetch(conn, conn->phase == CD_MYSQL_FETCH ? sink : NULL, err);
+				if (r != CD_POLL_DONE)
 				{
-					PG_TRY();
-					{
-						if (sink != NULL)
-							MysqlDeliverRows(res, sink);
-					}
-					PG_CATCH();
-					{
-						mysql_free_result(res);
-						PG_RE_THROW();
-					}
-					PG_END_TRY();
-					conn->rows = (int64) mysql_num_rows(res);
+					if (r == CD_POLL_FAILED)
+						conn->midway = false;
+					return r;
 				}
-				mysql_free_result(res);
 				conn->phase = CD_MYSQL_NEXT;
 				continue;
 
@@ -1577,15 +1811,26 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				if (ret > 0)
 				{
 					MysqlSetError(err, m, NULL);
+					conn->midway = false;
 					return CD_POLL_FAILED;
 				}
 				if (ret == 0 && mysql_field_count(m) > 0)
-					conn->phase = CD_MYSQL_STORE_EXTRA;
+				{
+					conn->res = mysql_use_result(m);
+					if (conn->res == NULL)
+					{
+						MysqlSetError(err, m, NULL);
+						err->connection_lost = true;
+						return CD_POLL_FAILED;
+					}
+					conn->phase = CD_MYSQL_FETCH_EXTRA;
+				}
 				else if (ret < 0)
 					conn->phase = CD_MYSQL_DONE;
 				continue;
 
 			case CD_MYSQL_DONE:
+				conn->midway = false;
 				*rows_affected = conn->rows;
 				return CD_POLL_DONE;
 		}
@@ -1599,33 +1844,60 @@ MysqlSocket(void *handle)
 }
 
 static void
-MysqlCancel(void *handle)
+MysqlCancel(void *handle, int timeout_ms)
 {
-	MysqlCancelQuery((CdMysqlConn *) handle);
+	MysqlCancelQuery((CdMysqlConn *) handle, timeout_ms);
 }
 
 /*
  * MysqlExec runs a statement to completion: MysqlSend, then MysqlPoll
  * while waiting (interruptibly; an interrupt kills the statement on the
- * server before the error goes on).  See adapter.h.
+ * server before the error goes on).  A cleanup (or any call while
+ * interrupts are held) waits at most collegedb.cleanup_timeout and gives
+ * up at once on a pending cancel or termination; the connection is then
+ * lost.  See adapter.h.
  */
 static bool
 MysqlExec(void *handle, int nsetup, const char *const *setup,
-		  const char *sql, int nparams, const CdParam *params,
+		  const char *sql, int nparams, const CdParam *params, int flags,
 		  CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
+	bool		cleanup = (flags & CD_EXEC_CLEANUP) || !INTERRUPTS_CAN_BE_PROCESSED();
+	TimestampTz deadline = cleanup ? AdapterCleanupDeadline() : 0;
 	CdPollResult r;
 
 	*rows_affected = 0;
-	if (!MysqlSend(handle, nsetup, setup, sql, nparams, params, err))
+	if (!MysqlSend(handle, nsetup, setup, sql, nparams, params, flags, err))
 		return false;
 	while ((r = MysqlPoll(handle, sink, rows_affected, err)) == CD_POLL_READ ||
 		   r == CD_POLL_WRITE)
-		conn->wait = MysqlWait(conn, conn->wait, true, 0);
+	{
+		conn->wait = MysqlWait(conn->mysql, conn->wait, conn, !cleanup, deadline);
+		if (conn->wait < 0)
+		{
+			AdapterSetError(err, AdapterStopWaiting() ? "57014" : "08006", true,
+							AdapterStopWaiting() ?
+							"stopped waiting for the shard: a cancel or termination is pending" :
+							psprintf("the shard did not answer within collegedb.cleanup_timeout (%d ms)",
+									 CollegeCleanupTimeout),
+							NULL, NULL);
+			return false;
+		}
+	}
 	return r == CD_POLL_DONE;
 }
 
+/*
+ * MysqlScan classifies a statement by MySQL's lexical rules (executable
+ * comments are code), with backslash escapes in literals as collegedb's
+ * sessions have them.
+ */
+static CdStatementShape
+MysqlScan(const char *sql)
+{
+	return LexerScan(sql, &mysql_lexer_rules, NULL, NULL, NULL);
+}
 
 /* ----------------------------------------------------------------
  *		dialect text
@@ -1661,7 +1933,7 @@ static const char *const mysql_implicit_commit[] = {
 static const char *const mysql_shard_ddl[] = {
 	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
 	"table_name VARCHAR(255) NOT NULL, "
-	"shard_key VARCHAR(512) NOT NULL, "
+	"shard_key VARCHAR(" CppAsString2(CD_MYSQL_MAX_KEY_LENGTH) ") NOT NULL, "
 	"moved_to VARCHAR(255) NOT NULL, "
 	"move_id BIGINT NULL, "
 	"moved_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
@@ -1685,6 +1957,10 @@ const CdAdapter CdMysqlAdapter = {
 	.option_ok = MysqlOptionOk,
 	.check_options = MysqlCheckOptions,
 	.valid_options = MysqlValidOptions,
+
+	.scan = MysqlScan,
+	.max_params = CD_MYSQL_MAX_PARAMS,
+	.max_key_length = CD_MYSQL_MAX_KEY_LENGTH,
 
 	.sql_begin = "START TRANSACTION",
 	.sql_commit = "COMMIT",

@@ -24,6 +24,8 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -142,9 +144,16 @@ eligibility_context(const CdShard *shard, const char *operation, const char *key
 /*
  * RouterShardEligible calls the configured predicate for one shard; true
  * when there is none.  An error in the predicate is ELIGIBILITY_FAILED,
- * with the predicate's message as detail.  The predicate runs as the role
- * that called collegedb, which needs EXECUTE on it, also when called from
- * configure() (SECURITY DEFINER): see CatalogCallerId.
+ * with the predicate's message as detail (a cancel stays a cancel).
+ *
+ * The predicate is code an administrator chose, and it runs whenever
+ * someone's statement needs a new key placed: it runs as the role that
+ * configured it (collegedb.config.eligible_owner), never with the rights
+ * of whoever triggered it, and, as PostgreSQL runs index expressions,
+ * inside a security-restricted operation with search_path pg_catalog,
+ * pg_temp and every setting it changes undone afterwards.  A predicate
+ * that tries to escalate when a superuser triggers it has only its
+ * configurer's rights.
  */
 bool
 RouterShardEligible(const CdShard *shard, const char *operation, const char *key)
@@ -154,17 +163,29 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 	LOCAL_FCINFO(fcinfo, 2);
 	FmgrInfo	flinfo;
 	Datum		result;
-	Oid			caller;
+	Oid			owner;
 	Oid			save_userid;
 	int			save_sec_context;
+	int			nestlevel;
 
 	if (!OidIsValid(config->eligible))
 		return true;
 
-	caller = CatalogCallerId();
-	if (pg_proc_aclcheck(config->eligible, caller, ACL_EXECUTE) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(config->eligible));
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	owner = config->eligible_owner;
+	if (!OidIsValid(owner) || !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
+				 errmsg("eligibility predicate %s failed for shard \"%s\"",
+						format_procedure(config->eligible), shard->name),
+				 errdetail("The role that configured it no longer exists."),
+				 errhint("Configure the predicate again with collegedb.configure(eligible => ...).")));
+	if (pg_proc_aclcheck(config->eligible, owner, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
+				 errmsg("eligibility predicate %s failed for shard \"%s\"",
+						format_procedure(config->eligible), shard->name),
+				 errdetail("Role \"%s\", which configured it and runs it, may not execute it.",
+						   GetUserNameFromId(owner, false))));
 
 	fmgr_info(config->eligible, &flinfo);
 	InitFunctionCallInfoData(*fcinfo, &flinfo, 2, InvalidOid, NULL, NULL);
@@ -173,21 +194,28 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 	fcinfo->args[1].value = JsonbPGetDatum(eligibility_context(shard, operation, key));
 	fcinfo->args[1].isnull = false;
 
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nestlevel = NewGUCNestLevel();
 	PG_TRY();
 	{
-		if (caller != save_userid)
-			SetUserIdAndSecContext(caller, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 		result = FunctionCallInvoke(fcinfo);
-		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 
-		SetUserIdAndSecContext(save_userid, save_sec_context);
 		MemoryContextSwitchTo(context);
 		edata = CopyErrorData();
 		FlushErrorState();
+		AtEOXact_GUC(false, nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		if (RemoteErrorIsInterrupt(edata))
+			ReThrowError(edata);
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
 				 errmsg("eligibility predicate %s failed for shard \"%s\"",
@@ -195,6 +223,8 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 				 errdetail_internal("%s", edata->message)));
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(false, nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 
 	return !fcinfo->isnull && DatumGetBool(result);
 }
@@ -211,6 +241,7 @@ measure_size(const CdShard *shard, int64 *size)
 	ResourceOwner owner = CurrentResourceOwner;
 	JsonbRowSink sink;
 	volatile bool known = false;
+	ErrorData  *volatile failure = NULL;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(context);
@@ -235,12 +266,16 @@ measure_size(const CdShard *shard, int64 *size)
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(context);
+		failure = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(context);
 	CurrentResourceOwner = owner;
+	/* a shard that cannot tell is unmeasured; a cancel is still a cancel */
+	if (failure != NULL && RemoteErrorIsInterrupt(failure))
+		ReThrowError(failure);
 	return known;
 }
 

@@ -21,6 +21,9 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "utils/resowner.h"
+
 #include "catalog/tables.h"
 #include "collegedb.h"
 #include "cd_errcodes.h"
@@ -134,20 +137,44 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *c
 			continue;
 		}
 
-		/* best effort: a failed lookup or a broken trail is "no rows" */
-		PG_TRY();
+		/*
+		 * Best effort: a failed lookup or a broken trail is "no rows".  The
+		 * lookup runs in a subtransaction, so that a failure is undone on
+		 * the shard as well (its remote transaction rolls back to the
+		 * subtransaction's savepoint instead of staying aborted, which would
+		 * turn the front's COMMIT into a silent ROLLBACK there); a cancel
+		 * or statement_timeout is re-thrown, never taken for a failure.
+		 */
 		{
-			moved_to = RemoteTombstone(shard, key, key_len);
-			if (moved_to != NULL)
-				shard = hop_target((char *) moved_to, ++hops);
-		}
-		PG_CATCH();
-		{
+			ResourceOwner owner = CurrentResourceOwner;
+			ErrorData  *volatile failure = NULL;
+
+			BeginInternalSubTransaction(NULL);
 			MemoryContextSwitchTo(context);
-			FlushErrorState();
-			return 0;
+			PG_TRY();
+			{
+				moved_to = RemoteTombstone(shard, key, key_len);
+				if (moved_to != NULL)
+					shard = hop_target((char *) moved_to, ++hops);
+				ReleaseCurrentSubTransaction();
+			}
+			PG_CATCH();
+			{
+				MemoryContextSwitchTo(context);
+				failure = CopyErrorData();
+				FlushErrorState();
+				RollbackAndReleaseCurrentSubTransaction();
+			}
+			PG_END_TRY();
+			MemoryContextSwitchTo(context);
+			CurrentResourceOwner = owner;
+			if (failure != NULL)
+			{
+				if (RemoteErrorIsInterrupt(failure))
+					ReThrowError(failure);
+				return 0;
+			}
 		}
-		PG_END_TRY();
 		if (moved_to == NULL)
 			return rows;
 	}
