@@ -332,6 +332,8 @@ extern void AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,
 							  MemoryContext row_context);
 extern bool AdapterStopWaiting(void);
 extern TimestampTz AdapterCleanupDeadline(void);
+extern TimestampTz AdapterExecDeadline(int flags, bool *interruptible);
+extern void AdapterSetGaveUp(CdRemoteError *err, int flags);
 extern bool AdapterDeadlinePassed(TimestampTz deadline);
 extern long AdapterWaitTimeout(TimestampTz deadline);
 

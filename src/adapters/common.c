@@ -11,6 +11,7 @@
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -167,6 +168,50 @@ AdapterCleanupDeadline(void)
 {
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   Max(CollegeCleanupTimeout, 1));
+}
+
+/*
+ * AdapterExecDeadline returns the deadline of an exec's waits, 0 for none,
+ * and in *interruptible whether they service interrupts.  A cleanup, or
+ * any exec while interrupts are held (nothing could end its wait then),
+ * waits at most collegedb.cleanup_timeout and does not service interrupts.
+ * A remote COMMIT waits at most statement_timeout: PostgreSQL stops the
+ * timer before the front's commit runs collegedb's callbacks, so the
+ * front's own timeout would never end that wait.
+ */
+TimestampTz
+AdapterExecDeadline(int flags, bool *interruptible)
+{
+	*interruptible = !(flags & CD_EXEC_CLEANUP) && INTERRUPTS_CAN_BE_PROCESSED();
+	if (!*interruptible)
+		return AdapterCleanupDeadline();
+	if ((flags & CD_EXEC_COMMIT) && StatementTimeout > 0)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), StatementTimeout);
+	return 0;
+}
+
+/*
+ * AdapterSetGaveUp fills *err for an exec whose wait gave up (see
+ * AdapterExecDeadline): the protocol is midway, so the connection is
+ * lost.
+ */
+void
+AdapterSetGaveUp(CdRemoteError *err, int flags)
+{
+	if (AdapterStopWaiting())
+		AdapterSetError(err, "57014", true,
+						"stopped waiting for the shard: a cancel or termination is pending",
+						NULL, NULL);
+	else if ((flags & CD_EXEC_COMMIT) && !(flags & CD_EXEC_CLEANUP))
+		AdapterSetError(err, "57014", true,
+						"canceling the commit due to statement timeout",
+						"The shard's connection was closed; whether the shard committed is unknown.",
+						NULL);
+	else
+		AdapterSetError(err, "08006", true,
+						psprintf("the shard did not answer within collegedb.cleanup_timeout (%d ms)",
+								 CollegeCleanupTimeout),
+						NULL, NULL);
 }
 
 /*

@@ -1852,10 +1852,9 @@ MysqlCancel(void *handle, int timeout_ms)
 /*
  * MysqlExec runs a statement to completion: MysqlSend, then MysqlPoll
  * while waiting (interruptibly; an interrupt kills the statement on the
- * server before the error goes on).  A cleanup (or any call while
- * interrupts are held) waits at most collegedb.cleanup_timeout and gives
- * up at once on a pending cancel or termination; the connection is then
- * lost.  See adapter.h.
+ * server before the error goes on).  The waits' deadline is
+ * AdapterExecDeadline's (cleanups, COMMIT); when it passes the connection
+ * is lost.  See adapter.h.
  */
 static bool
 MysqlExec(void *handle, int nsetup, const char *const *setup,
@@ -1863,8 +1862,8 @@ MysqlExec(void *handle, int nsetup, const char *const *setup,
 		  CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
-	bool		cleanup = (flags & CD_EXEC_CLEANUP) || !INTERRUPTS_CAN_BE_PROCESSED();
-	TimestampTz deadline = cleanup ? AdapterCleanupDeadline() : 0;
+	bool		interruptible;
+	TimestampTz deadline = AdapterExecDeadline(flags, &interruptible);
 	CdPollResult r;
 
 	*rows_affected = 0;
@@ -1873,15 +1872,10 @@ MysqlExec(void *handle, int nsetup, const char *const *setup,
 	while ((r = MysqlPoll(handle, sink, rows_affected, err)) == CD_POLL_READ ||
 		   r == CD_POLL_WRITE)
 	{
-		conn->wait = MysqlWait(conn->mysql, conn->wait, conn, !cleanup, deadline);
+		conn->wait = MysqlWait(conn->mysql, conn->wait, conn, interruptible, deadline);
 		if (conn->wait < 0)
 		{
-			AdapterSetError(err, AdapterStopWaiting() ? "57014" : "08006", true,
-							AdapterStopWaiting() ?
-							"stopped waiting for the shard: a cancel or termination is pending" :
-							psprintf("the shard did not answer within collegedb.cleanup_timeout (%d ms)",
-									 CollegeCleanupTimeout),
-							NULL, NULL);
+			AdapterSetGaveUp(err, flags);
 			return false;
 		}
 	}

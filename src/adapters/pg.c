@@ -130,22 +130,14 @@ pg_fill_error(PGconn *conn, const PGresult *res, CdRemoteError *err)
 }
 
 /*
- * pg_gave_up fills *err for a wait that ended without an answer: its
- * deadline passed, or it stopped for a pending cancel or termination.  The
- * protocol is then midway, so the connection is lost.
+ * pg_gave_up fills *err for a wait of the connection's start-up that
+ * ended without an answer (see also AdapterSetGaveUp).
  */
 static void
-pg_gave_up(CdRemoteError *err, bool cleanup)
+pg_gave_up(CdRemoteError *err)
 {
 	if (AdapterStopWaiting())
-		AdapterSetError(err, "57014", true,
-						"stopped waiting for the shard: a cancel or termination is pending",
-						NULL, NULL);
-	else if (cleanup)
-		AdapterSetError(err, "08006", true,
-						psprintf("the shard did not answer within collegedb.cleanup_timeout (%d ms)",
-								 CollegeCleanupTimeout),
-						NULL, NULL);
+		AdapterSetGaveUp(err, CD_EXEC_CLEANUP);
 	else
 		AdapterSetError(err, "08001", true, "timeout expired", NULL, NULL);
 }
@@ -255,7 +247,7 @@ pg_simple_query(PGconn *conn, const char *sql, TimestampTz deadline,
 						 deadline, interruptible))
 			{
 				if (err)
-					pg_gave_up(err, !interruptible);
+					pg_gave_up(err);
 				return false;
 			}
 			continue;
@@ -897,10 +889,10 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
  * pg_exec runs a statement to completion: pg_send, then pg_poll while
  * waiting on the socket and the latch, so that a cancel or
  * statement_timeout interrupts it; the shard's query is then cancelled
- * before the error goes on.  A cleanup (or any call while interrupts are
- * held, when nothing could interrupt the wait) waits at most
- * collegedb.cleanup_timeout and gives up at once on a pending cancel or
- * termination.  See adapter.h.
+ * before the error goes on.  The waits' deadline is AdapterExecDeadline's:
+ * a cleanup gives up after collegedb.cleanup_timeout, or at once on a
+ * pending cancel or termination; a COMMIT after statement_timeout.  See
+ * adapter.h.
  */
 static bool
 pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
@@ -908,8 +900,8 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 		int64 *rows_affected, CdRemoteError *err)
 {
 	PgHandle   *handle = h;
-	bool		cleanup = (flags & CD_EXEC_CLEANUP) || !INTERRUPTS_CAN_BE_PROCESSED();
-	TimestampTz deadline = cleanup ? AdapterCleanupDeadline() : 0;
+	bool		interruptible;
+	TimestampTz deadline = AdapterExecDeadline(flags, &interruptible);
 	CdPollResult result = CD_POLL_FAILED;
 
 	*rows_affected = 0;
@@ -921,9 +913,9 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 			   result == CD_POLL_WRITE)
 		{
 			if (!pg_wait(handle->conn, result == CD_POLL_READ ?
-						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, !cleanup))
+						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
 			{
-				pg_gave_up(err, true);
+				AdapterSetGaveUp(err, flags);
 				result = CD_POLL_FAILED;
 				break;
 			}

@@ -360,7 +360,8 @@ commit_remote(CdConnection *conn)
 		else if (strcmp(err.sqlstate, "40000") == 0)
 			conn->xact_depth = 0;	/* the shard already rolled back */
 		ereport(ERROR,
-				(errcode(err.connection_lost ? ERRCODE_CONNECTION_FAILURE :
+				(errcode(err.connection_lost && strcmp(err.sqlstate, "57014") != 0 ?
+						 ERRCODE_CONNECTION_FAILURE :
 						 MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
 									   err.sqlstate[3], err.sqlstate[4])),
 				 errmsg("could not commit on shard \"%s\": %s", conn->shard, err.message),
