@@ -20,6 +20,8 @@ OBJS = \
 	src/adapters/sqlite.o \
 	src/adapters/sqlite_sandbox.o \
 	src/adapters/mysql.o \
+	src/adapters/mysql_options.o \
+	src/adapters/mysql_values.o \
 	src/remote/connection.o \
 	src/remote/values.o \
 	src/remote/execute.o \
@@ -68,5 +70,7 @@ sql/collegedb--0.2.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql
 HEADERS = $(wildcard src/*.h src/*/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
-# mysql.h clashes with PostgreSQL's headers: only the MySQL adapter sees it.
-src/adapters/mysql.o src/adapters/mysql.bc: override CPPFLAGS += $(shell mariadb_config --include)
+# mysql.h clashes with PostgreSQL's headers: only the MySQL adapter's files see it.
+src/adapters/mysql.o src/adapters/mysql.bc \
+src/adapters/mysql_options.o src/adapters/mysql_options.bc \
+src/adapters/mysql_values.o src/adapters/mysql_values.bc: override CPPFLAGS += $(shell mariadb_config --include)
