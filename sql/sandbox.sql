@@ -266,6 +266,14 @@ SELECT * FROM collegedb.all_on_shard('my', 'SELECT count(*) AS n FROM notes');
 SELECT collegedb.set_mapping(repeat('y', 512), 'my');
 SELECT collegedb.run(repeat('y', 512), 'INSERT INTO notes VALUES ($1, $2)', repeat('y', 512), 'fits');
 
+-- a routed statement may turn NO_BACKSLASH_ESCAPES on for its session:
+-- the adapter then finds placeholders, and checks that a read is one, by
+-- the session's rules, where a literal ends at the next quote: this
+-- statement hides INTO from the usual rules, not from the session's
+SELECT collegedb.run('mk', 'SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, '',NO_BACKSLASH_ESCAPES'')');
+SELECT try($$SELECT * FROM collegedb.all_on_shard('my', 'SELECT ''x\'' AS a, 1 INTO @v -- ''')$$);
+SELECT collegedb.disconnect('my');
+
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE victims') ORDER BY shard;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE notes') ORDER BY shard;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE counters') ORDER BY shard;

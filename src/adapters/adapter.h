@@ -113,7 +113,9 @@ struct CdRowSink
  * context current when the adapter was called, copied out of the client
  * library before any handle is freed.  'connection_lost' says the
  * connection can no longer be used (the remote layer then closes it and,
- * when nothing was in flight, may reconnect and retry).
+ * when nothing was in flight, may reconnect and retry).  'nothing_sent'
+ * says the adapter refused the call before sending anything, not even the
+ * setup commands: the shard's transaction state is as before.
  */
 typedef struct CdRemoteError
 {
@@ -122,6 +124,7 @@ typedef struct CdRemoteError
 	char	   *detail;
 	char	   *hint;
 	bool		connection_lost;
+	bool		nothing_sent;	/* refused before anything left for the shard */
 } CdRemoteError;
 
 /*
@@ -326,6 +329,8 @@ extern const char *AdapterDialectName(CdDialect dialect);
 extern void AdapterSetError(CdRemoteError *err, const char *sqlstate,
 							bool connection_lost, const char *message,
 							const char *detail, const char *hint);
+extern void AdapterRefuse(CdRemoteError *err, const char *sqlstate,
+						  const char *message, const char *detail);
 extern char *AdapterHexBytes(const char *data, int len);
 extern char *AdapterQuoteIdent(const char *ident, char quote);
 extern void AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,

@@ -80,6 +80,18 @@ AdapterSetError(CdRemoteError *err, const char *sqlstate, bool connection_lost,
 	err->detail = detail && detail[0] ? pstrdup(detail) : NULL;
 	err->hint = hint && hint[0] ? pstrdup(hint) : NULL;
 	err->connection_lost = connection_lost;
+	err->nothing_sent = false;
+}
+
+/*
+ * AdapterRefuse fills *err for a call refused before anything was sent.
+ */
+void
+AdapterRefuse(CdRemoteError *err, const char *sqlstate, const char *message,
+			  const char *detail)
+{
+	AdapterSetError(err, sqlstate, false, message, detail, NULL);
+	err->nothing_sent = true;
 }
 
 /*

@@ -852,10 +852,10 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 	}
 	if (nparams > CD_MYSQL_MAX_PARAMS)
 	{
-		AdapterSetError(err, "54023", false,
-						psprintf("cannot send more than %d parameters to a MySQL shard",
-								 CD_MYSQL_MAX_PARAMS),
-						NULL, NULL);
+		AdapterRefuse(err, "54023",
+					  psprintf("cannot send more than %d parameters to a MySQL shard",
+							   CD_MYSQL_MAX_PARAMS),
+					  NULL);
 		return false;
 	}
 
@@ -871,15 +871,14 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 	MemoryContextSwitchTo(old);
 	if (st.failed)
 	{
-		AdapterSetError(err, st.sqlstate, false, st.message, NULL, NULL);
+		AdapterRefuse(err, st.sqlstate, st.message, NULL);
 		return false;
 	}
 	if ((flags & CD_EXEC_READ) && !shape.read_only)
 	{
-		AdapterSetError(err, "25006", false,
-						"statement writes, but it was sent to the MySQL shard as a read",
-						"The session's NO_BACKSLASH_ESCAPES mode makes the statement's literals end elsewhere, and then it may write.",
-						NULL);
+		AdapterRefuse(err, "25006",
+					  "statement writes, but it was sent to the MySQL shard as a read",
+					  "The session's NO_BACKSLASH_ESCAPES mode makes the statement's literals end elsewhere, and then it may write.");
 		return false;
 	}
 

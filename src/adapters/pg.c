@@ -682,10 +682,10 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 
 	if (nparams > PG_MAX_PARAMS)
 	{
-		AdapterSetError(err, "54023", false,
-						psprintf("cannot send more than %d parameters to a PostgreSQL shard",
-								 PG_MAX_PARAMS),
-						NULL, NULL);
+		AdapterRefuse(err, "54023",
+					  psprintf("cannot send more than %d parameters to a PostgreSQL shard",
+							   PG_MAX_PARAMS),
+					  NULL);
 		return false;
 	}
 

@@ -316,7 +316,8 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 	ShmemCountStatement(st->shard->name, !ok);
 	if (ok || !st->err.connection_lost)
 	{
-		if (st->need_xact)
+		/* an adapter's refusal before sending opened nothing on the shard */
+		if (st->need_xact && (ok || !st->err.nothing_sent))
 			conn->xact_depth = st->level;
 		return false;
 	}
