@@ -249,6 +249,15 @@ UPDATE counters SET n = n + 1 WHERE id IN ('c1', 'c1');
 UPDATE counters SET n = n + 1 WHERE id = ANY (ARRAY['c2', 'c2', 'c2']);
 UPDATE counters SET n = n + 1 WHERE id IN ('c3', 'c1', 'c3');
 SELECT * FROM counters WHERE id IN ('c1', 'c1', 'c2', 'c3', 'c2') ORDER BY id;
+-- a scan whose rows spill past work_mem reads them back safely (it used
+-- to free a row the executor had already reset: a crash)
+SELECT collegedb.run_on_shard('pg', 'CREATE TABLE many AS SELECT generate_series(1, 20000) AS i');
+CREATE FOREIGN TABLE many (i int) SERVER pg;
+SET work_mem = 64;
+SELECT count(*), sum(i) FROM many;
+SELECT count(*) FROM (SELECT * FROM many LIMIT 15000) AS s;
+RESET work_mem;
+SELECT collegedb.run_on_shard('pg', 'DROP TABLE many');
 
 -- 5. MySQL sessions are strict: a value too long is an error, not cut
 SELECT collegedb.first('mk', 'SELECT @@SESSION.sql_mode LIKE ''%STRICT_ALL_TABLES%'' AS strict, '

@@ -436,12 +436,20 @@ ensure_returning_possible(FdwScanState *st)
 }
 
 /*
- * next_row puts the next stored row in the scan's slot.
+ * next_row puts the next stored row in the scan's slot.  A row read back
+ * from the tuplestore's file is allocated in the current context and the
+ * reading slot frees it when it is cleared: read it in the query's
+ * context, not in the per-tuple context the executor resets under the
+ * slot's feet (which crashed any scan that spilled past work_mem).
  */
 static TupleTableSlot *
-next_row(FdwScanState *st, TupleTableSlot *slot)
+next_row(FdwScanState *st, TupleTableSlot *slot, EState *estate)
 {
-	if (!tuplestore_gettupleslot(st->store, true, false, st->stored))
+	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+	bool		found = tuplestore_gettupleslot(st->store, true, false, st->stored);
+
+	MemoryContextSwitchTo(old);
+	if (!found)
 		return ExecClearTuple(slot);
 	return ExecCopySlot(slot, st->stored);
 }
@@ -469,7 +477,7 @@ collegedb_iterate(ForeignScanState *node)
 		run_statement(node, st, RelationGetDescr(node->ss.ss_currentRelation));
 		st->fetched = true;
 	}
-	return next_row(st, slot);
+	return next_row(st, slot, node->ss.ps.state);
 }
 
 /*
@@ -547,7 +555,7 @@ collegedb_iterate_direct_modify(ForeignScanState *node)
 	}
 	if (!returning)
 		return ExecClearTuple(slot);
-	slot = next_row(st, slot);		/* TupIsNull() evaluates its argument twice */
+	slot = next_row(st, slot, estate);	/* TupIsNull() evaluates its argument twice */
 	if (TupIsNull(slot))
 		return slot;
 	/* the local RETURNING list reads the row from the scan tuple */
