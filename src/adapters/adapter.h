@@ -333,6 +333,8 @@ extern void AdapterRefuse(CdRemoteError *err, const char *sqlstate,
 						  const char *message, const char *detail);
 extern char *AdapterHexBytes(const char *data, int len);
 extern char *AdapterQuoteIdent(const char *ident, char quote);
+extern bool AdapterTooManyParams(int nparams, int max, const char *dialect,
+								 CdRemoteError *err);
 extern void AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,
 							  MemoryContext row_context);
 extern bool AdapterStopWaiting(void);

@@ -141,6 +141,22 @@ AdapterQuoteIdent(const char *ident, char quote)
 }
 
 /*
+ * AdapterTooManyParams refuses, before anything is sent, a statement with
+ * more parameters than 'dialect' takes ('max'); false when it has not.
+ * The remote layer checks first: this keeps each adapter safe on its own.
+ */
+bool
+AdapterTooManyParams(int nparams, int max, const char *dialect, CdRemoteError *err)
+{
+	if (nparams <= max)
+		return false;
+	AdapterRefuse(err, "54023",
+				  psprintf("cannot send more than %d parameters to %s shard", max, dialect),
+				  NULL);
+	return true;
+}
+
+/*
  * AdapterDeliverRow hands one row to a sink with 'row_context' current,
  * and resets that context after it: whatever the sink allocates there for
  * the row is freed before the next, so memory does not grow with the row

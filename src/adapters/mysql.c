@@ -850,14 +850,8 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 						NULL, NULL);
 		return false;
 	}
-	if (nparams > CD_MYSQL_MAX_PARAMS)
-	{
-		AdapterRefuse(err, "54023",
-					  psprintf("cannot send more than %d parameters to a MySQL shard",
-							   CD_MYSQL_MAX_PARAMS),
-					  NULL);
+	if (AdapterTooManyParams(nparams, CD_MYSQL_MAX_PARAMS, "a MySQL", err))
 		return false;
-	}
 
 	MemoryContextReset(conn->row_context);
 	MemoryContextResetOnly(conn->context);

@@ -680,14 +680,8 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 	int		   *formats;
 	bool		sent = true;
 
-	if (nparams > PG_MAX_PARAMS)
-	{
-		AdapterRefuse(err, "54023",
-					  psprintf("cannot send more than %d parameters to a PostgreSQL shard",
-							   PG_MAX_PARAMS),
-					  NULL);
+	if (AdapterTooManyParams(nparams, PG_MAX_PARAMS, "a PostgreSQL", err))
 		return false;
-	}
 
 	if (handle->statement_context == NULL)
 	{

@@ -1184,6 +1184,9 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 		*rows_affected = 0;
 	conn->interrupted = false;
 	SqliteSandboxBegin(&conn->sandbox, true);
+	/* before the setup commands: a refusal must leave the transaction as it was */
+	if (AdapterTooManyParams(nparams, CD_SQLITE_MAX_VARIABLES, "an SQLite", err))
+		return false;
 
 	/*
 	 * After SQLite rolled back a transaction on its own, only a ROLLBACK
@@ -1218,14 +1221,6 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 		return true;
 
 	SqliteSandboxBegin(&conn->sandbox, (flags & CD_EXEC_INTERNAL) != 0);
-	if (nparams > CD_SQLITE_MAX_VARIABLES)
-	{
-		AdapterSetError(err, "54023", false,
-						psprintf("cannot send more than %d parameters to an SQLite shard",
-								 CD_SQLITE_MAX_VARIABLES),
-						NULL, NULL);
-		return false;
-	}
 
 	initStringInfo(&buf);
 	shape = LexerScan(sql, &sqlite_lexer_rules, &buf, sqlite_emit_placeholder, NULL);

@@ -30,6 +30,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 
 #include "collegedb.h"
 #include "remote/connection_internal.h"
@@ -549,6 +550,45 @@ void
 RemoteCommitNow(const CdShard *shard)
 {
 	ConnectionCommitNow(ConnectionGet(shard));
+}
+
+/*
+ * RemoteTry runs fn(arg) in an internal subtransaction, for a caller that
+ * goes on after a failure: true when fn returned; otherwise the
+ * subtransaction is rolled back (and with it the shards' part, back to
+ * its savepoint, so that no remote transaction stays aborted) and the
+ * error is returned in *failure (may be NULL), except a cancel or
+ * statement_timeout, which is re-thrown.
+ */
+bool
+RemoteTry(void (*fn) (void *arg), void *arg, ErrorData **failure)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(context);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+	if (edata != NULL && RemoteErrorIsInterrupt(edata))
+		ReThrowError(edata);
+	if (failure)
+		*failure = edata;
+	return edata == NULL;
 }
 
 /*

@@ -117,45 +117,33 @@ finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
 }
 
 /*
+ * begin_one takes a statement's connection (StatementBegin, for RemoteTry).
+ */
+static void
+begin_one(void *arg)
+{
+	StatementBegin((CdStatement *) arg);
+}
+
+/*
  * start begins a shard's statement: asynchronously when its adapter can,
  * otherwise to completion right away.  Errors become the shard's result.
  *
  * Taking the connection may fail (no user mapping, the password rule, a
- * shard that cannot be reached): that runs in a subtransaction of its
- * own, so that whatever the failed attempt left behind is released before
- * the fan-out goes on, and a cancel or statement_timeout is re-thrown,
- * never turned into a shard's error.
+ * shard that cannot be reached): that runs in a subtransaction of its own
+ * (RemoteTry), so that whatever the failed attempt left behind is released
+ * before the fan-out goes on, and a cancel or statement_timeout is
+ * re-thrown, never turned into a shard's error.
  */
 static void
 start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 	  int timeout_ms)
 {
-	MemoryContext context = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
-	ErrorData  *volatile failure = NULL;
+	ErrorData  *failure;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(context);
-	PG_TRY();
+	if (!RemoteTry(begin_one, &w->st, &failure))
 	{
-		StatementBegin(&w->st);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(context);
-		failure = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(context);
-	CurrentResourceOwner = owner;
-	if (failure != NULL)
-	{
-		if (RemoteErrorIsInterrupt(failure))
-			ReThrowError(failure);
 		fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
 		return;
 	}

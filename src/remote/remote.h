@@ -48,6 +48,7 @@ extern int64 RemoteExecuteInternal(const CdShard *shard, const char *sql,
 extern bool RemoteStatementWritesOn(const CdShard *shard, const char *sql);
 extern bool RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql);
 extern bool RemoteErrorIsInterrupt(const ErrorData *edata);
+extern bool RemoteTry(void (*fn) (void *arg), void *arg, ErrorData **failure);
 
 /* values.c */
 extern CdParam *ValuesFromVariadic(FunctionCallInfo fcinfo, int first, int *nparams);

@@ -229,54 +229,55 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 	return !fcinfo->isnull && DatumGetBool(result);
 }
 
+/* what measure_one gets and gives */
+typedef struct SizeProbe
+{
+	const CdShard *shard;
+	bool		known;
+	int64		size;
+} SizeProbe;
+
 /*
- * measure_size runs the dialect's size query on a shard inside a
- * subtransaction, so that a shard that cannot tell its size is only
- * "unknown"; returns whether it could.
+ * measure_one runs the dialect's size query on a shard.
+ */
+static void
+measure_one(void *arg)
+{
+	SizeProbe  *probe = arg;
+	JsonbRowSink sink;
+
+	JsonbRowSinkInit(&sink, NULL, NULL);
+	(void) RemoteExecuteInternal(probe->shard, AdapterForDialect(probe->shard->dialect)->size_sql,
+								 0, NULL, &sink.base, false);
+	if (sink.first != NULL)
+	{
+		JsonbValue *v = getKeyJsonValueFromContainer(&sink.first->root, "size", 4, NULL);
+
+		if (v && v->type == jbvNumeric)
+		{
+			probe->size = DatumGetInt64(DirectFunctionCall1(numeric_int8,
+															NumericGetDatum(v->val.numeric)));
+			probe->known = true;
+		}
+	}
+}
+
+/*
+ * measure_size measures a shard in a subtransaction (RemoteTry), so that a
+ * shard that cannot tell its size is only "unknown" (a cancel is still a
+ * cancel); returns whether it could.
  */
 static bool
 measure_size(const CdShard *shard, int64 *size)
 {
-	MemoryContext context = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	JsonbRowSink sink;
-	volatile bool known = false;
-	ErrorData  *volatile failure = NULL;
+	SizeProbe	probe = {shard, false, 0};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(context);
-	PG_TRY();
+	if (RemoteTry(measure_one, &probe, NULL) && probe.known)
 	{
-		JsonbRowSinkInit(&sink, NULL, NULL);
-		(void) RemoteExecuteInternal(shard, AdapterForDialect(shard->dialect)->size_sql,
-							 0, NULL, &sink.base, false);
-		if (sink.first != NULL)
-		{
-			JsonbValue *v = getKeyJsonValueFromContainer(&sink.first->root, "size", 4, NULL);
-
-			if (v && v->type == jbvNumeric)
-			{
-				*size = DatumGetInt64(DirectFunctionCall1(numeric_int8,
-														  NumericGetDatum(v->val.numeric)));
-				known = true;
-			}
-		}
-		ReleaseCurrentSubTransaction();
+		*size = probe.size;
+		return true;
 	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(context);
-		failure = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(context);
-	CurrentResourceOwner = owner;
-	/* a shard that cannot tell is unmeasured; a cancel is still a cancel */
-	if (failure != NULL && RemoteErrorIsInterrupt(failure))
-		ReThrowError(failure);
-	return known;
+	return false;
 }
 
 /*
