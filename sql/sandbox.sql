@@ -225,6 +225,7 @@ SELECT * FROM tries(
   $$SELECT * FROM collegedb.fanout('SELECT id FROM victims LOCK IN SHARE MODE')$$,
   $$SELECT collegedb.first_by_lookup_key('x', '/*!50000 DELETE FROM victims WHERE 1 OR */ (SELECT 1)')$$);
 SELECT shard, value FROM collegedb.fanout('SELECT count(*) AS n FROM victims /* a comment */') ORDER BY shard;
+SELECT shard, value FROM collegedb.fanout('SELECT replace(''a-b'', ''-'', ''+'') AS r') ORDER BY shard;
 RESET ROLE;
 SELECT * FROM collegedb.all_on_shard('my', 'SELECT count(*) AS victims FROM victims');
 -- run_on_all classifies per shard: the write is transactional where it is one

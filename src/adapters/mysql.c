@@ -120,10 +120,11 @@ static const char *const mysql_read_words[] = {
 
 /*
  * "lock": LOCK IN SHARE MODE; "into": SELECT ... INTO OUTFILE, DUMPFILE
- * or variables.
+ * or variables, and REPLACE INTO.  Not "replace" itself: REPLACE() is a
+ * string function, and a REPLACE statement never starts with a read word.
  */
 static const char *const mysql_write_words[] = {
-	"insert", "update", "delete", "replace", "into", "lock", NULL
+	"insert", "update", "delete", "into", "lock", NULL
 };
 static const char *const mysql_transaction_words[] = {
 	"begin", "start", "commit", "rollback", "savepoint", "release", "xa", NULL
