@@ -280,6 +280,26 @@ ConnectionGet(const CdShard *shard)
 }
 
 /*
+ * ConnectionIsOpen says whether the calling user's connection to 'shard'
+ * is open and will be used as it is: ConnectionGet will not connect, so
+ * it cannot fail.
+ */
+bool
+ConnectionIsOpen(const CdShard *shard)
+{
+	CdConnKey	key;
+	CdConnection *conn;
+
+	if (connections == NULL)
+		return false;
+	key.serverid = shard->serverid;
+	key.userid = GetUserId();
+	conn = hash_search(connections, &key, HASH_FIND, NULL);
+	return conn != NULL && conn->handle != NULL &&
+		!(conn->invalidated && conn->xact_depth == 0);
+}
+
+/*
  * run_control runs a transaction-control command as a cleanup: it waits at
  * most collegedb.cleanup_timeout, and not at all once a cancel or
  * termination is pending (at abort, interrupts are held and nothing else

@@ -81,10 +81,12 @@ extern bool StatementTryPrepare(CdStatement *st, const CdShard *shard, const cha
 extern void StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 							 int nparams, const CdParam *params, bool is_write, int flags);
 extern void StatementRaiseProblem(const CdStatementProblem *problem);
+extern bool StatementTryBegin(CdStatement *st, CdStatementProblem *problem);
 extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
 extern void StatementRaise(CdStatement *st);
 
+extern bool ConnectionIsOpen(const CdShard *shard);
 extern void ConnectionClose(CdConnection *conn);
 extern bool ConnectionRollbackTo(CdConnection *conn, int level);
 extern void ConnectionCommitNow(CdConnection *conn);

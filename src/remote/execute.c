@@ -242,17 +242,19 @@ StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 }
 
 /*
- * StatementBegin takes the shard's connection (connecting if needed) and
- * works out the transaction-control commands that must precede the
- * statement; the caller sends them with it.  Raises for a doomed remote
- * transaction, a connection failure, and statements the dialect would
- * commit implicitly inside an open transaction.
+ * StatementTryBegin takes the shard's connection (connecting if needed)
+ * and works out the transaction-control commands that must precede the
+ * statement; the caller sends them with it.  False with *problem filled
+ * for a doomed remote transaction, a statement the dialect would commit
+ * implicitly inside an open transaction, and too deep a nesting; it still
+ * raises when connecting fails (see ConnectionGet).
  */
-void
-StatementBegin(CdStatement *st)
+bool
+StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 {
 	CdConnection *conn = ConnectionGet(st->shard);
 
+	memset(problem, 0, sizeof(*problem));
 	st->conn = conn;
 	st->nsetup = 0;
 	st->was_open = conn->xact_depth > 0;
@@ -263,27 +265,33 @@ StatementBegin(CdStatement *st)
 	st->rows = 0;
 
 	if (conn->doomed)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("the transaction on shard \"%s\" was lost", st->shard->name),
-				 errdetail("The connection to the shard failed earlier in this transaction."),
-				 errhint("Roll back the transaction and retry it.")));
+	{
+		problem->sqlerrcode = ERRCODE_CONNECTION_FAILURE;
+		problem->message = psprintf("the transaction on shard \"%s\" was lost", st->shard->name);
+		problem->detail = pstrdup("The connection to the shard failed earlier in this transaction.");
+		problem->hint = pstrdup("Roll back the transaction and retry it.");
+		return false;
+	}
 
 	if (st->autocommit_only && st->was_open)
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot run this statement inside a transaction on %s shard \"%s\"",
-						conn->adapter->name, st->shard->name),
-				 errdetail("The shard would commit its open transaction first."),
-				 errhint("Run it in its own transaction.")));
+	{
+		problem->sqlerrcode = ERRCODE_ACTIVE_SQL_TRANSACTION;
+		problem->message = psprintf("cannot run this statement inside a transaction on %s shard \"%s\"",
+									conn->adapter->name, st->shard->name);
+		problem->detail = pstrdup("The shard would commit its open transaction first.");
+		problem->hint = pstrdup("Run it in its own transaction.");
+		return false;
+	}
 
 	if (st->need_xact)
 	{
 		if (st->level - conn->xact_depth + 4 > MAX_SETUP_COMMANDS)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("too many nested subtransactions to open on shard \"%s\"",
-							st->shard->name)));
+		{
+			problem->sqlerrcode = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+			problem->message = psprintf("too many nested subtransactions to open on shard \"%s\"",
+										st->shard->name);
+			return false;
+		}
 		/* conn->xact_depth follows at StatementFinish, once the shard answered */
 		if (conn->xact_depth == 0)
 			st->setup[st->nsetup++] = st->is_write ? conn->adapter->sql_begin_write :
@@ -299,6 +307,19 @@ StatementBegin(CdStatement *st)
 	 */
 	conn->in_flight = true;
 	conn->in_flight_level = st->level;
+	return true;
+}
+
+/*
+ * StatementBegin is StatementTryBegin that raises the problem.
+ */
+void
+StatementBegin(CdStatement *st)
+{
+	CdStatementProblem problem;
+
+	if (!StatementTryBegin(st, &problem))
+		StatementRaiseProblem(&problem);
 }
 
 /*

@@ -129,23 +129,38 @@ begin_one(void *arg)
  * start begins a shard's statement: asynchronously when its adapter can,
  * otherwise to completion right away.  Errors become the shard's result.
  *
- * Taking the connection may fail (no user mapping, the password rule, a
- * shard that cannot be reached): that runs in a subtransaction of its own
+ * Connecting may fail (no user mapping, the password rule, a shard that
+ * cannot be reached): that runs in a subtransaction of its own
  * (RemoteTry), so that whatever the failed attempt left behind is released
  * before the fan-out goes on, and a cancel or statement_timeout is
- * re-thrown, never turned into a shard's error.
+ * re-thrown, never turned into a shard's error.  With the connection open
+ * already, nothing can throw, and the checks' failures are data.
  */
 static void
 start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 	  int timeout_ms)
 {
 	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
-	ErrorData  *failure;
 
-	if (!RemoteTry(begin_one, &w->st, &failure))
+	if (ConnectionIsOpen(w->out->shard))
 	{
-		fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
-		return;
+		CdStatementProblem problem;
+
+		if (!StatementTryBegin(&w->st, &problem))
+		{
+			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+			return;
+		}
+	}
+	else
+	{
+		ErrorData  *failure;
+
+		if (!RemoteTry(begin_one, &w->st, &failure))
+		{
+			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
+			return;
+		}
 	}
 
 	if (adapter->send == NULL)
