@@ -250,6 +250,21 @@ UPDATE counters SET n = n + 1 WHERE id IN ('c1', 'c1');
 UPDATE counters SET n = n + 1 WHERE id = ANY (ARRAY['c2', 'c2', 'c2']);
 UPDATE counters SET n = n + 1 WHERE id IN ('c3', 'c1', 'c3');
 SELECT * FROM counters WHERE id IN ('c1', 'c1', 'c2', 'c3', 'c2') ORDER BY id;
+-- a row the front cannot take in the middle of a streamed result fails
+-- the statement; the connection, abandoned midway, is opened anew
+SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE mixed (id INTEGER PRIMARY KEY, v VARCHAR(10))')
+ ORDER BY shard;
+SELECT shard, ok, rows FROM collegedb.run_on_all(
+  'INSERT INTO mixed (id, v) VALUES (1, ''1''), (2, ''2''), (3, ''3''), (4, ''x''), (5, ''5'')')
+ ORDER BY shard;
+SELECT * FROM tries(
+  $$SELECT count(*) FROM collegedb.all('mk', 'SELECT v FROM mixed ORDER BY id') AS t(v int)$$,
+  $$SELECT count(*) FROM collegedb.all('pk', 'SELECT v FROM mixed ORDER BY id') AS t(v int)$$,
+  $$SELECT count(*) FROM collegedb.all('k2', 'SELECT v FROM mixed ORDER BY id') AS t(v int)$$);
+SELECT collegedb.first('mk', 'SELECT count(*) AS n FROM mixed') AS my,
+       collegedb.first('pk', 'SELECT count(*) AS n FROM mixed') AS pg,
+       collegedb.first('k2', 'SELECT count(*) AS n FROM mixed') AS lite;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE mixed') ORDER BY shard;
 -- a scan whose rows spill past work_mem reads them back safely (it used
 -- to free a row the executor had already reset: a crash)
 SELECT collegedb.run_on_shard('pg', 'CREATE TABLE many AS SELECT generate_series(1, 20000) AS i');
