@@ -15,10 +15,13 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/adapters/common.o \
+	src/adapters/lexer.o \
 	src/adapters/pg.o \
 	src/adapters/sqlite.o \
+	src/adapters/sqlite_sandbox.o \
 	src/adapters/mysql.o \
-	src/remote/placeholders.o \
+	src/adapters/mysql_options.o \
+	src/adapters/mysql_values.o \
 	src/remote/connection.o \
 	src/remote/values.o \
 	src/remote/execute.o \
@@ -41,6 +44,7 @@ OBJS = \
 	src/fdw/fdw_plan.o \
 	src/fdw/fdw_exec.o \
 	src/sqlfuncs/shard_funcs.o \
+	src/sqlfuncs/config_funcs.o \
 	src/sqlfuncs/exec_funcs.o \
 	src/sqlfuncs/conn_funcs.o \
 	src/sqlfuncs/hash_funcs.o \
@@ -69,5 +73,7 @@ sql/collegedb--0.2.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql
 HEADERS = $(wildcard src/*.h src/*/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
-# mysql.h clashes with PostgreSQL's headers: only the MySQL adapter sees it.
-src/adapters/mysql.o src/adapters/mysql.bc: override CPPFLAGS += $(shell mariadb_config --include)
+# mysql.h clashes with PostgreSQL's headers: only the MySQL adapter's files see it.
+src/adapters/mysql.o src/adapters/mysql.bc \
+src/adapters/mysql_options.o src/adapters/mysql_options.bc \
+src/adapters/mysql_values.o src/adapters/mysql_values.bc: override CPPFLAGS += $(shell mariadb_config --include)

@@ -161,3 +161,175 @@ LANGUAGE C;
 REVOKE ALL ON FUNCTION collegedb.wake_launcher() FROM PUBLIC;
 
 SELECT collegedb.wake_launcher();
+
+/* ------------------------------------------------------------------------
+ * Issue 14: security and failure hardening.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * The eligibility predicate runs as the role that configured it, never as
+ * whoever's statement needs a shard (see RouterShardEligible).
+ * configure() records that role; it is C and SECURITY INVOKER so that it
+ * sees its caller, and it runs the checks and the update below,
+ * apply_settings(), with the catalog owner's rights.  A predicate set
+ * under 0.1 runs as the owner of its function.
+ */
+ALTER TABLE collegedb.config ADD COLUMN eligible_owner regrole;
+UPDATE collegedb.config c
+   SET eligible_owner = p.proowner::regrole
+  FROM pg_catalog.pg_proc p
+ WHERE p.oid = c.eligible;
+
+CREATE FUNCTION collegedb.apply_settings(strategy text,
+                                         read_strategy text,
+                                         write_strategy text,
+                                         placement text,
+                                         target_region text,
+                                         allocate_on_read boolean,
+                                         hash_mappings boolean,
+                                         max_shard_size bigint,
+                                         size_cache_ttl interval,
+                                         mapping_cache_ttl interval,
+                                         eligible regprocedure,
+                                         migration_concurrency integer,
+                                         region_prefixed_keys boolean,
+                                         eligible_owner regrole)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    strategies constant text[] := ARRAY['hash', 'round-robin', 'random', 'location', 'jump', 'slots'];
+    regions constant text[] := ARRAY['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac',
+                                     'apac-ne', 'apac-se', 'oc', 'afr', 'me'];
+    cur collegedb.config;
+    s text;
+BEGIN
+    SELECT * INTO cur FROM collegedb.config FOR UPDATE;
+
+    FOREACH s IN ARRAY ARRAY[apply_settings.strategy, apply_settings.read_strategy, apply_settings.write_strategy] LOOP
+        IF s IS NOT NULL AND NOT s = ANY (strategies) THEN
+            RAISE EXCEPTION 'unknown strategy "%"', s
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Valid strategies are hash, round-robin, random, location, jump and slots.';
+        END IF;
+    END LOOP;
+    IF apply_settings.placement IS NOT NULL AND apply_settings.placement NOT IN ('kv', 'computed') THEN
+        RAISE EXCEPTION 'unknown placement "%"', apply_settings.placement
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Valid placements are kv and computed.';
+    END IF;
+    IF apply_settings.target_region IS NOT NULL AND NOT apply_settings.target_region = ANY (regions) THEN
+        RAISE EXCEPTION 'invalid region "%"', apply_settings.target_region
+            USING ERRCODE = 'CD011',
+                  HINT = 'Valid regions are: wnam, enam, sam, weur, eeur, apac, apac-ne, apac-se, oc, afr, me.';
+    END IF;
+    IF apply_settings.max_shard_size <= 0 THEN
+        RAISE EXCEPTION 'max_shard_size must be a positive number of bytes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF apply_settings.size_cache_ttl < '0' OR apply_settings.mapping_cache_ttl < '0' THEN
+        RAISE EXCEPTION 'cache TTLs must not be negative'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF apply_settings.migration_concurrency <= 0 THEN
+        RAISE EXCEPTION 'migration_concurrency must be positive'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF apply_settings.eligible IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM pg_proc p
+            WHERE p.oid = apply_settings.eligible
+              AND p.prorettype = 'boolean'::regtype
+              AND p.proargtypes = '25 3802'::oidvector
+              AND p.prokind = 'f' AND NOT p.proretset) THEN
+        RAISE EXCEPTION 'eligibility predicate % has the wrong signature', apply_settings.eligible
+            USING ERRCODE = 'invalid_function_definition',
+                  HINT = 'The predicate must be a function (shard text, context jsonb) returning boolean.';
+    END IF;
+    IF apply_settings.hash_mappings IS DISTINCT FROM cur.hash_mappings
+       AND apply_settings.hash_mappings IS NOT NULL
+       AND EXISTS (SELECT 1 FROM collegedb.mapping) THEN
+        RAISE EXCEPTION 'cannot change hash_mappings while mappings exist'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Stored keys keep the form they were saved in.',
+                  HINT = 'Delete the mappings first, or keep the current setting.';
+    END IF;
+    IF coalesce(apply_settings.placement, cur.placement) = 'computed'
+       AND (coalesce(apply_settings.read_strategy, cur.read_strategy,
+                     apply_settings.strategy, cur.strategy) <> 'hash'
+            OR coalesce(apply_settings.write_strategy, cur.write_strategy,
+                        apply_settings.strategy, cur.strategy) <> 'hash') THEN
+        RAISE EXCEPTION 'computed placement needs the hash strategy'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Only hash places a key by the key alone, for reads and writes.';
+    END IF;
+
+    UPDATE collegedb.config c SET
+        strategy = coalesce(apply_settings.strategy, c.strategy),
+        read_strategy = coalesce(apply_settings.read_strategy, c.read_strategy),
+        write_strategy = coalesce(apply_settings.write_strategy, c.write_strategy),
+        placement = coalesce(apply_settings.placement, c.placement),
+        target_region = coalesce(apply_settings.target_region, c.target_region),
+        allocate_on_read = coalesce(apply_settings.allocate_on_read, c.allocate_on_read),
+        hash_mappings = coalesce(apply_settings.hash_mappings, c.hash_mappings),
+        max_shard_size = coalesce(apply_settings.max_shard_size, c.max_shard_size),
+        size_cache_ttl = coalesce(apply_settings.size_cache_ttl, c.size_cache_ttl),
+        mapping_cache_ttl = coalesce(apply_settings.mapping_cache_ttl, c.mapping_cache_ttl),
+        eligible = coalesce(apply_settings.eligible, c.eligible),
+        migration_concurrency = coalesce(apply_settings.migration_concurrency, c.migration_concurrency),
+        region_prefixed_keys = coalesce(apply_settings.region_prefixed_keys, c.region_prefixed_keys),
+        eligible_owner = CASE WHEN apply_settings.eligible IS NULL THEN c.eligible_owner
+                              ELSE apply_settings.eligible_owner END;
+
+    -- switching to computed placement: configure() publishes the first epoch
+    RETURN coalesce(apply_settings.placement = 'computed' AND cur.placement <> 'computed', false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION collegedb.apply_settings(text, text, text, text, text, boolean, boolean, bigint, interval, interval, regprocedure, integer, boolean, regrole) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION collegedb.configure(strategy text DEFAULT NULL,
+                                    read_strategy text DEFAULT NULL,
+                                    write_strategy text DEFAULT NULL,
+                                    placement text DEFAULT NULL,
+                                    target_region text DEFAULT NULL,
+                                    allocate_on_read boolean DEFAULT NULL,
+                                    hash_mappings boolean DEFAULT NULL,
+                                    max_shard_size bigint DEFAULT NULL,
+                                    size_cache_ttl interval DEFAULT NULL,
+                                    mapping_cache_ttl interval DEFAULT NULL,
+                                    eligible regprocedure DEFAULT NULL,
+                                    migration_concurrency integer DEFAULT NULL,
+                                    region_prefixed_keys boolean DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'collegedb_configure'
+LANGUAGE C;
+
+CREATE OR REPLACE FUNCTION collegedb.reset_setting(name text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE reset_setting.name
+    WHEN 'strategy' THEN UPDATE collegedb.config SET strategy = DEFAULT;
+    WHEN 'read_strategy' THEN UPDATE collegedb.config SET read_strategy = NULL;
+    WHEN 'write_strategy' THEN UPDATE collegedb.config SET write_strategy = NULL;
+    WHEN 'placement' THEN UPDATE collegedb.config SET placement = DEFAULT;
+    WHEN 'target_region' THEN UPDATE collegedb.config SET target_region = NULL;
+    WHEN 'allocate_on_read' THEN UPDATE collegedb.config SET allocate_on_read = DEFAULT;
+    WHEN 'max_shard_size' THEN UPDATE collegedb.config SET max_shard_size = NULL;
+    WHEN 'size_cache_ttl' THEN UPDATE collegedb.config SET size_cache_ttl = DEFAULT;
+    WHEN 'mapping_cache_ttl' THEN UPDATE collegedb.config SET mapping_cache_ttl = DEFAULT;
+    WHEN 'eligible' THEN UPDATE collegedb.config SET eligible = NULL, eligible_owner = NULL;
+    WHEN 'migration_concurrency' THEN UPDATE collegedb.config SET migration_concurrency = DEFAULT;
+    WHEN 'region_prefixed_keys' THEN UPDATE collegedb.config SET region_prefixed_keys = DEFAULT;
+    WHEN 'hash_mappings' THEN PERFORM collegedb.configure(hash_mappings => true);
+    ELSE
+        RAISE EXCEPTION 'unknown setting "%"', reset_setting.name
+            USING ERRCODE = 'undefined_object';
+    END CASE;
+END
+$$;
+

@@ -88,7 +88,7 @@ SELECT readable('user-', 300), readable('new-', 100);
 CREATE TABLE seen (op text);
 CREATE FUNCTION not_c(shard text, context jsonb) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO seen VALUES (context->>'operation');
+  INSERT INTO public.seen VALUES (context->>'operation');
   RETURN shard <> 'db-c';
 END $$;
 SELECT collegedb.configure(eligible => 'not_c(text, jsonb)');

@@ -259,9 +259,9 @@ ALTER USER MAPPING FOR regress_cd_admin SERVER pg_s OPTIONS (SET password_requir
 REVOKE USAGE ON FOREIGN SERVER pg_s FROM regress_cd_admin;
 REVOKE USAGE ON FOREIGN DATA WRAPPER collegedb FROM regress_cd_admin;
 
--- the administrator's eligibility predicate runs as the role that calls
--- collegedb, never as the extension's owner, also when configure()
--- (SECURITY DEFINER) publishes an epoch; callers need EXECUTE on it
+-- the administrator's eligibility predicate runs as the administrator,
+-- the role that configured it, never as the extension's owner nor as
+-- whoever's statement needs it, also when configure() publishes an epoch
 CREATE SCHEMA regress_cd_admin_objs AUTHORIZATION regress_cd_admin;
 SET ROLE regress_cd_admin;
 CREATE TABLE regress_cd_admin_objs.calls (who text, operation text);
@@ -302,8 +302,9 @@ SELECT count(*) AS cache_stats FROM collegedb.cache_stats();
 SELECT name, dialect FROM collegedb.shards;
 SELECT count(*) AS settings FROM collegedb.settings;
 SELECT table_name FROM collegedb.tables;
--- the predicate ran as the application; without EXECUTE on it,
--- allocation fails before any shard is touched
+-- the predicate ran as the administrator who configured it, not as the
+-- application whose write needed it; the application needs no EXECUTE on
+-- it, and revoking it from PUBLIC changes nothing
 RESET ROLE;
 SELECT who, operation, count(*) > 0 AS called FROM regress_cd_admin_objs.calls
  GROUP BY who, operation ORDER BY who, operation;
@@ -311,9 +312,52 @@ SET ROLE regress_cd_admin;
 REVOKE EXECUTE ON FUNCTION regress_cd_admin_objs.only_lite(text, jsonb) FROM PUBLIC;
 SET ROLE regress_cd_app;
 SELECT try($$SELECT collegedb.run('new-4', 'INSERT INTO notes (id) VALUES ($1)', 'new-4')$$);
+-- a role may configure only a predicate it may execute itself
+RESET ROLE;
+CREATE FUNCTION regress_cd_su_pred(shard text, context jsonb) RETURNS boolean
+LANGUAGE sql AS $$ SELECT true $$;
+REVOKE EXECUTE ON FUNCTION regress_cd_su_pred(text, jsonb) FROM PUBLIC;
+SET ROLE regress_cd_admin;
+SELECT try($$SELECT collegedb.configure(eligible => 'public.regress_cd_su_pred(text, jsonb)')$$);
+SELECT value FROM collegedb.settings WHERE name = 'eligible';
+-- a predicate that tries to escalate whenever a superuser triggers it:
+-- it runs as the administrator, in a security-restricted operation, with
+-- search_path pg_catalog, pg_temp, and none of its settings survive it
+TRUNCATE regress_cd_admin_objs.calls;
+CREATE FUNCTION regress_cd_admin_objs.escalate(shard text, context jsonb) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  attempt text;
+BEGIN
+  INSERT INTO regress_cd_admin_objs.calls
+    VALUES (current_user || ' ' || current_setting('search_path'), 'called');
+  FOREACH attempt IN ARRAY ARRAY[
+      'ALTER ROLE regress_cd_admin SUPERUSER',
+      'SET ROLE NONE',
+      'SET SESSION AUTHORIZATION DEFAULT',
+      'CREATE TEMP TABLE grab (x int)',
+      'SELECT set_config(''work_mem'', ''1MB'', false)'] LOOP
+    BEGIN
+      EXECUTE attempt;
+      INSERT INTO regress_cd_admin_objs.calls VALUES (attempt, 'done');
+    EXCEPTION WHEN OTHERS THEN
+      INSERT INTO regress_cd_admin_objs.calls VALUES (attempt, SQLSTATE || ': ' || SQLERRM);
+    END;
+  END LOOP;
+  RETURN true;
+END $$;
+SELECT collegedb.configure(eligible => 'regress_cd_admin_objs.escalate(text, jsonb)');
+RESET ROLE;
+SHOW work_mem;
+SELECT shard, eligible FROM collegedb.shard_stats() ORDER BY shard;
+SELECT collegedb.run('esc-1', 'INSERT INTO notes (id) VALUES ($1)', 'esc-1');
+SELECT rolsuper AS admin_is_superuser FROM pg_roles WHERE rolname = 'regress_cd_admin';
+SELECT current_user = :'me' AS still_myself, current_setting('work_mem') AS work_mem;
+SELECT DISTINCT who, operation FROM regress_cd_admin_objs.calls ORDER BY who, operation;
 SET ROLE regress_cd_admin;
 SELECT collegedb.reset_setting('eligible');
 RESET ROLE;
+DROP FUNCTION regress_cd_su_pred(text, jsonb);
 -- ... and it may not administer, nor touch the catalog tables
 SET ROLE regress_cd_app;
 SELECT * FROM tries(

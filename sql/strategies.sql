@@ -112,7 +112,7 @@ SELECT collegedb.set_shard_state('db-europe', tags => '{"jurisdiction": "eu"}');
 CREATE TABLE seen (shard text, context jsonb);
 CREATE FUNCTION eu_only(shard text, context jsonb) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO seen VALUES (shard, context);
+  INSERT INTO public.seen VALUES (shard, context);
   RETURN CASE context->'tags'->>'jurisdiction' WHEN 'eu' THEN true
                                                WHEN 'us' THEN NULL
                                                ELSE false END;

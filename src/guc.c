@@ -22,6 +22,7 @@
 
 bool		CollegeAllowMultiShardModify = false;
 bool		CollegeBestEffort = false;
+int			CollegeCleanupTimeout = 30000;
 bool		CollegeDebug = false;
 int			CollegeMaxShards = 256;
 char	   *CollegeTargetRegion = NULL;
@@ -67,6 +68,15 @@ GucInit(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.cleanup_timeout",
+							"Sets how long abort-time cleanup waits for a shard.",
+							"A shard that does not answer the ROLLBACK (or the cancel request) of an aborting transaction within this time has its connection closed.",
+							&CollegeCleanupTimeout,
+							30000, 1, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.database",
 							   "Restricts the coordinator workers to one database.",

@@ -25,6 +25,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 
 typedef enum CdDialect
@@ -112,7 +113,9 @@ struct CdRowSink
  * context current when the adapter was called, copied out of the client
  * library before any handle is freed.  'connection_lost' says the
  * connection can no longer be used (the remote layer then closes it and,
- * when nothing was in flight, may reconnect and retry).
+ * when nothing was in flight, may reconnect and retry).  'nothing_sent'
+ * says the adapter refused the call before sending anything, not even the
+ * setup commands: the shard's transaction state is as before.
  */
 typedef struct CdRemoteError
 {
@@ -121,6 +124,7 @@ typedef struct CdRemoteError
 	char	   *detail;
 	char	   *hint;
 	bool		connection_lost;
+	bool		nothing_sent;	/* refused before anything left for the shard */
 } CdRemoteError;
 
 /*
@@ -135,10 +139,49 @@ typedef struct CdConnOption
 } CdConnOption;
 
 /*
+ * CdStatementShape is what an adapter's lexer tells about a statement
+ * (CdAdapter.scan), by its dialect's lexical rules.
+ */
+typedef struct CdStatementShape
+{
+	int			max_param;		/* highest $n referenced, 0 if none */
+	bool		empty;			/* nothing but whitespace, ';' and comments */
+	bool		read_only;		/* provably a read (see adapters/lexer.c) */
+	bool		transaction_control;	/* BEGIN, COMMIT, SAVEPOINT, ... */
+	bool		names_reserved; /* names something called collegedb_... */
+	char		first_word[16]; /* lower case, "" if none or longer */
+} CdStatementShape;
+
+/*
+ * Flags of one exec or send (CdAdapter.exec).
+ *
+ * CD_EXEC_INTERNAL: one of collegedb's own statements (transaction control,
+ *	 tombstones, guards, a move's copy, the objects add_shard creates), never
+ *	 a caller's text.  The SQLite sandbox allows these what it refuses
+ *	 routed statements: writes to collegedb's tables, transaction control.
+ * CD_EXEC_READ: the remote layer runs the statement as a read (no guard,
+ *	 maybe in autocommit); an adapter whose own parser finds that it writes
+ *	 refuses it.
+ * CD_EXEC_CLEANUP: abort-time cleanup (ROLLBACK, ROLLBACK TO SAVEPOINT)
+ *	 while interrupts are held: the wait gives up after the cleanup timeout,
+ *	 or at once when a cancel or termination is pending, and the statement
+ *	 then fails with connection_lost so that the connection is closed.
+ * CD_EXEC_COMMIT: the statement is the remote transaction's COMMIT; a
+ *	 shard that answers it by rolling back reports a failure.
+ */
+#define CD_EXEC_INTERNAL	0x01
+#define CD_EXEC_READ		0x02
+#define CD_EXEC_CLEANUP		0x04
+#define CD_EXEC_COMMIT		0x08
+
+/*
  * CdConnInfo is what connect gets.  'require_password': the remote layer's
- * password rule (postgres_fdw's) applies; an adapter that can tell whether
- * the server asked for a password (libpq) refuses the connection with
- * SQLSTATE 2F003 when it did not.
+ * password rule (postgres_fdw's) applies: the user mapping holds a
+ * password, and the adapter must authenticate with it and nothing else of
+ * the server's (no password file, environment, client certificate or
+ * operating-system identity); one that can tell whether the server asked
+ * for the password (libpq) refuses the connection with SQLSTATE 2F003 when
+ * it did not.
  */
 typedef struct CdConnInfo
 {
@@ -154,22 +197,28 @@ typedef struct CdConnInfo
  * connect:	 open a connection; NULL and *err filled on failure.  The handle
  *			 is malloc'd or owned by the client library, never palloc'd: it
  *			 outlives transactions.
- * exec:	 run 'nsetup' parameterless commands (transaction control such as
- *			 BEGIN or SAVEPOINT, no result rows) and then 'sql' with 'params'.
- *			 'sql' uses $1..$n placeholders; the adapter rewrites them for its
- *			 dialect (see remote/placeholders.h), each $n may appear more than
- *			 once.  Rows go to 'sink' (NULL: discard), the affected-row count
- *			 to *rows_affected (rows returned for a row-returning statement).
+ * exec:	 run 'nsetup' parameterless commands (collegedb's own transaction
+ *			 control such as BEGIN or SAVEPOINT, no result rows) and then
+ *			 'sql' with 'params' and 'flags' (CD_EXEC_*).  'sql' uses
+ *			 $1..$n placeholders; the adapter rewrites them for its dialect
+ *			 (see adapters/lexer.h), each $n may appear more than once.  Rows
+ *			 go to 'sink' (NULL: discard), the affected-row count to
+ *			 *rows_affected (rows returned for a row-returning statement).
  *			 Returns false with *err filled on a remote failure.  Where the
  *			 protocol allows, setup commands and the statement travel in one
  *			 round trip.  Waits are interruptible; on an interrupt the adapter
- *			 cancels the remote work, frees its resources and re-throws.
+ *			 cancels the remote work, frees its resources and re-throws.  A
+ *			 failure that leaves the protocol in a state the adapter cannot
+ *			 vouch for (a send that failed midway) is connection_lost.
  * send, poll, socket, cancel: the same statement run asynchronously, so
  *			 that several shards can work at once (fan-out).  send starts it
  *			 (false with *err on an immediate failure); poll makes progress
  *			 without blocking, streaming rows to the sink as they arrive, and
  *			 says what it waits for; socket is the descriptor to wait on;
- *			 cancel asks the shard to stop the statement (best effort).  An
+ *			 cancel asks the shard to stop the statement (best effort,
+ *			 within 'timeout_ms', never throwing: it runs while errors are
+ *			 handled; it gives up early when a cancel or termination is
+ *			 pending, since the connection is dropped next anyway).  An
  *			 adapter without them (NULL: SQLite, which is local) is run with
  *			 exec while the others are in flight.
  * close:	 close the connection and free the handle (NULL is a no-op).
@@ -189,6 +238,13 @@ typedef struct CdConnInfo
  *			 statements that commit the open transaction on this dialect
  *			 (MySQL's DDL), or NULL.  They run outside any remote
  *			 transaction and are refused inside one.
+ * scan:	 classify a statement by the dialect's own lexical rules (see
+ *			 CdStatementShape): placeholders, emptiness, the first word, and
+ *			 whether it is provably a read.
+ * max_params: the most parameters one statement may have here.
+ * max_key_length: the longest key (in characters) the shard's tombstone
+ *			 table holds; 0: no limit.  Guarded writes and moves of longer
+ *			 keys are refused before anything is written.
  * quote_ident: palloc'd identifier quoted for the dialect.
  * shard_ddl: NULL-terminated statements creating what collegedb needs on a
  *			 shard (the tombstone table, an index on its key, and on
@@ -207,9 +263,6 @@ typedef struct CdConnInfo
  *			 guarded writers wait for the move to commit.
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
- * max_key_length: the longest key (in characters) the dialect's tombstone
- *			 table can store; 0 when there is no limit.  Moves refuse longer
- *			 keys before they write anything.
  * key_match: a condition comparing column %1$s (quoted) with parameter
  *			 $%2$d byte for byte, whatever the column's collation, in a form
  *			 that can still use an index on the column.  Every statement a
@@ -232,15 +285,15 @@ typedef struct CdAdapter
 	void	   *(*connect) (const CdConnInfo *info, CdRemoteError *err);
 	bool		(*exec) (void *conn, int nsetup, const char *const *setup,
 						 const char *sql, int nparams, const CdParam *params,
-						 CdRowSink *sink, int64 *rows_affected,
+						 int flags, CdRowSink *sink, int64 *rows_affected,
 						 CdRemoteError *err);
 	bool		(*send) (void *conn, int nsetup, const char *const *setup,
 						 const char *sql, int nparams, const CdParam *params,
-						 CdRemoteError *err);
+						 int flags, CdRemoteError *err);
 	CdPollResult (*poll) (void *conn, CdRowSink *sink, int64 *rows_affected,
 						  CdRemoteError *err);
 	int			(*socket) (void *conn);
-	void		(*cancel) (void *conn);
+	void		(*cancel) (void *conn, int timeout_ms);
 	void		(*close) (void *conn);
 
 	bool		(*option_ok) (const char *keyword, Oid catalog);
@@ -255,6 +308,10 @@ typedef struct CdAdapter
 	const char *sql_rollback_to;	/* "ROLLBACK TO SAVEPOINT s%d" */
 	const char *const *implicit_commit;
 
+	CdStatementShape (*scan) (const char *sql);
+	int			max_params;
+	int			max_key_length;
+
 	char	   *(*quote_ident) (const char *ident);
 	const char *const *shard_ddl;
 	const char *sql_begin_write;
@@ -262,7 +319,6 @@ typedef struct CdAdapter
 	const char *guard_query;
 	const char *lock_key_sql;
 	const char *size_sql;
-	int			max_key_length;
 	const char *key_match;
 } CdAdapter;
 
@@ -278,7 +334,19 @@ extern const char *AdapterDialectName(CdDialect dialect);
 extern void AdapterSetError(CdRemoteError *err, const char *sqlstate,
 							bool connection_lost, const char *message,
 							const char *detail, const char *hint);
+extern void AdapterRefuse(CdRemoteError *err, const char *sqlstate,
+						  const char *message, const char *detail);
 extern char *AdapterHexBytes(const char *data, int len);
 extern char *AdapterQuoteIdent(const char *ident, char quote);
+extern bool AdapterTooManyParams(int nparams, int max, const char *dialect,
+								 CdRemoteError *err);
+extern void AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,
+							  MemoryContext row_context);
+extern bool AdapterStopWaiting(void);
+extern TimestampTz AdapterCleanupDeadline(void);
+extern TimestampTz AdapterExecDeadline(int flags, bool *interruptible);
+extern void AdapterSetGaveUp(CdRemoteError *err, int flags);
+extern bool AdapterDeadlinePassed(TimestampTz deadline);
+extern long AdapterWaitTimeout(TimestampTz deadline);
 
 #endif							/* COLLEGEDB_ADAPTER_H */

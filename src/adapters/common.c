@@ -10,8 +10,13 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "adapters/adapter.h"
+#include "collegedb.h"
 
 static const CdAdapter *const adapters[CD_DIALECT_COUNT] = {
 	[CD_DIALECT_POSTGRES] = &CdPostgresAdapter,
@@ -75,6 +80,18 @@ AdapterSetError(CdRemoteError *err, const char *sqlstate, bool connection_lost,
 	err->detail = detail && detail[0] ? pstrdup(detail) : NULL;
 	err->hint = hint && hint[0] ? pstrdup(hint) : NULL;
 	err->connection_lost = connection_lost;
+	err->nothing_sent = false;
+}
+
+/*
+ * AdapterRefuse fills *err for a call refused before anything was sent.
+ */
+void
+AdapterRefuse(CdRemoteError *err, const char *sqlstate, const char *message,
+			  const char *detail)
+{
+	AdapterSetError(err, sqlstate, false, message, detail, NULL);
+	err->nothing_sent = true;
 }
 
 /*
@@ -121,4 +138,127 @@ AdapterQuoteIdent(const char *ident, char quote)
 	}
 	appendStringInfoChar(&buf, quote);
 	return buf.data;
+}
+
+/*
+ * AdapterTooManyParams refuses, before anything is sent, a statement with
+ * more parameters than 'dialect' takes ('max'); false when it has not.
+ * The remote layer checks first: this keeps each adapter safe on its own.
+ */
+bool
+AdapterTooManyParams(int nparams, int max, const char *dialect, CdRemoteError *err)
+{
+	if (nparams <= max)
+		return false;
+	AdapterRefuse(err, "54023",
+				  psprintf("cannot send more than %d parameters to %s shard", max, dialect),
+				  NULL);
+	return true;
+}
+
+/*
+ * AdapterDeliverRow hands one row to a sink with 'row_context' current,
+ * and resets that context after it: whatever the sink allocates there for
+ * the row is freed before the next, so memory does not grow with the row
+ * count.  Sinks keep what must outlive the row in their own contexts.
+ */
+void
+AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,
+				  MemoryContext row_context)
+{
+	MemoryContext old = MemoryContextSwitchTo(row_context);
+
+	sink->row(sink, ncols, cells);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(row_context);
+}
+
+/*
+ * AdapterStopWaiting says whether a wait that cannot service interrupts
+ * (cleanup while they are held, a cancel request sent while an error is
+ * being handled) should give up now: a cancel or a termination is pending,
+ * and the caller drops the connection anyway.  Safe anywhere; never
+ * throws.
+ */
+bool
+AdapterStopWaiting(void)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+/*
+ * AdapterCleanupDeadline returns when a cleanup starting now must give up:
+ * after collegedb.cleanup_timeout, as postgres_fdw gives up on a shard that
+ * does not answer its abort-time ROLLBACK or cancel.
+ */
+TimestampTz
+AdapterCleanupDeadline(void)
+{
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   Max(CollegeCleanupTimeout, 1));
+}
+
+/*
+ * AdapterExecDeadline returns the deadline of an exec's waits, 0 for none,
+ * and in *interruptible whether they service interrupts.  A cleanup, or
+ * any exec while interrupts are held (nothing could end its wait then),
+ * waits at most collegedb.cleanup_timeout and does not service interrupts.
+ * A remote COMMIT waits at most statement_timeout: PostgreSQL stops the
+ * timer before the front's commit runs collegedb's callbacks, so the
+ * front's own timeout would never end that wait.
+ */
+TimestampTz
+AdapterExecDeadline(int flags, bool *interruptible)
+{
+	*interruptible = !(flags & CD_EXEC_CLEANUP) && INTERRUPTS_CAN_BE_PROCESSED();
+	if (!*interruptible)
+		return AdapterCleanupDeadline();
+	if ((flags & CD_EXEC_COMMIT) && StatementTimeout > 0)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), StatementTimeout);
+	return 0;
+}
+
+/*
+ * AdapterSetGaveUp fills *err for an exec whose wait gave up (see
+ * AdapterExecDeadline): the protocol is midway, so the connection is
+ * lost.
+ */
+void
+AdapterSetGaveUp(CdRemoteError *err, int flags)
+{
+	if (AdapterStopWaiting())
+		AdapterSetError(err, "57014", true,
+						"stopped waiting for the shard: a cancel or termination is pending",
+						NULL, NULL);
+	else if ((flags & CD_EXEC_COMMIT) && !(flags & CD_EXEC_CLEANUP))
+		AdapterSetError(err, "57014", true,
+						"canceling the commit due to statement timeout",
+						"The shard's connection was closed; whether the shard committed is unknown.",
+						NULL);
+	else
+		AdapterSetError(err, "08006", true,
+						psprintf("the shard did not answer within collegedb.cleanup_timeout (%d ms)",
+								 CollegeCleanupTimeout),
+						NULL, NULL);
+}
+
+/*
+ * AdapterDeadlinePassed says whether 'deadline' (0: none) has passed.
+ */
+bool
+AdapterDeadlinePassed(TimestampTz deadline)
+{
+	return deadline != 0 && GetCurrentTimestamp() >= deadline;
+}
+
+/*
+ * AdapterWaitTimeout returns the milliseconds left until 'deadline' for a
+ * latch wait: -1 (wait without limit) when there is none, at least 0.
+ */
+long
+AdapterWaitTimeout(TimestampTz deadline)
+{
+	if (deadline == 0)
+		return -1;
+	return Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline), 0);
 }

@@ -5,23 +5,26 @@
  *
  * This file connects to MySQL and MariaDB servers, runs one statement at a
  * time with its $n parameters interpolated client-side as literals (one
- * round trip, as most MySQL drivers do), hands the buffered result to a
- * row sink with dialect-neutral value kinds, maps the server's and the
- * client library's errors to SQLSTATEs, and validates the foreign-server
- * and user-mapping options of the "mysql" dialect.
+ * round trip, as most MySQL drivers do; see mysql_values.c), streams the
+ * result's rows to a row sink as they arrive (never the whole result in
+ * memory), maps the server's and the client library's errors to SQLSTATEs,
+ * and classifies statements by MySQL's lexical rules, executable comments
+ * included.  The options are in mysql_options.c.
  *
  * Every wait goes through the client library's non-blocking API and a
  * latch wait on the connection's socket, so that query cancel,
  * statement_timeout and postmaster death are noticed; an interrupt during
  * a statement cancels it server-side with KILL QUERY sent over a
- * short-lived second connection.
+ * short-lived second connection, itself non-blocking and bounded.  Every
+ * session runs in strict SQL mode.  Under the password rule a connection
+ * authenticates with the mapping's password only (no Unix socket, password
+ * plugins only, never the environment's MYSQL_PWD).
  *
  * It does not cache connections, decide on retries, track transactions or
- * add error context: the remote layer (src/remote/) does.  It does not
- * scan SQL text either: remote/placeholders.c finds the placeholders.
+ * add error context: the remote layer (src/remote/) does.
  *
- * mysql.h clashes with PostgreSQL's headers (see the include block below),
- * so no other file includes it.
+ * mysql.h clashes with PostgreSQL's headers (see mysql_internal.h), so only
+ * the MySQL adapter's files include it.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +32,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <sys/socket.h>
 
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_user_mapping.h"
@@ -37,37 +41,15 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "adapters/adapter.h"
-#include "remote/placeholders.h"
+#include "adapters/lexer.h"
+#include "collegedb.h"
 
-/*
- * mysql.h pulls in ma_list.h, which declares list_add(), list_delete(),
- * list_cons(), list_reverse(), list_free(), list_length() and list_walk()
- * for its own LIST type; list_delete(), list_free() and list_length()
- * conflict with pg_list.h.  We never call those functions, so rename the
- * declarations while mysql.h is read and drop the names right after, which
- * leaves PostgreSQL's list API untouched below.  Nothing else clashes.
- */
-#define list_add		cd_mariadb_list_add
-#define list_delete		cd_mariadb_list_delete
-#define list_cons		cd_mariadb_list_cons
-#define list_reverse	cd_mariadb_list_reverse
-#define list_free		cd_mariadb_list_free
-#define list_length		cd_mariadb_list_length
-#define list_walk		cd_mariadb_list_walk
-#include <mysql.h>
-#include <mysqld_error.h>
-#include <errmsg.h>
-#undef list_add
-#undef list_delete
-#undef list_cons
-#undef list_reverse
-#undef list_free
-#undef list_length
-#undef list_walk
+#include "adapters/mysql_internal.h"
 
 /* MySQL 8 server errors that MariaDB lacks (or numbers differently) */
 #define CD_MYSQL_ER_QUERY_TIMEOUT				3024	/* MySQL max_execution_time */
@@ -82,56 +64,20 @@
 #define CD_MYSQL_CR_EXT_MIN 5000
 #define CD_MYSQL_CR_EXT_MAX 5099
 
-/* the character set number MySQL reports for binary strings */
-#define CD_MYSQL_BINARY_CHARSET 63
+/* parameters one statement may have (MySQL's limit for prepared statements) */
+#define CD_MYSQL_MAX_PARAMS 65535
 
-#define CD_MYSQL_DEFAULT_CONNECT_TIMEOUT 10 /* seconds */
-#define CD_MYSQL_CANCEL_TIMEOUT 2	/* seconds, each phase of KILL QUERY */
+/* the longest key collegedb_tombstones.shard_key holds, in characters */
+#define CD_MYSQL_MAX_KEY_LENGTH 512
 
-/* room for the decimal form of any 64-bit integer and a NUL */
-#define CD_MYSQL_INTBUF 24
-
-typedef enum CdMysqlSslMode
-{
-	CD_MYSQL_SSL_UNSET = 0,
-	CD_MYSQL_SSL_DISABLED,
-	CD_MYSQL_SSL_PREFERRED,
-	CD_MYSQL_SSL_REQUIRED,
-	CD_MYSQL_SSL_VERIFY_CA,
-	CD_MYSQL_SSL_VERIFY_IDENTITY
-} CdMysqlSslMode;
-
-/*
- * CdMysqlParams holds what a connection needs to be opened again, which the
- * KILL QUERY connection does.  Strings are malloc'd (NULL when absent): the
- * connection outlives every memory context.
- */
-typedef struct CdMysqlParams
-{
-	char	   *host;
-	char	   *user;
-	char	   *password;
-	char	   *dbname;
-	char	   *socket;
-	unsigned int port;			/* 0: the library's default */
-	int			connect_timeout;	/* seconds */
-	CdMysqlSslMode ssl_mode;
-	int			ssl_verify;		/* -1 unset, 0 or 1 */
-	char	   *ssl_key;
-	char	   *ssl_cert;
-	char	   *ssl_ca;
-	char	   *ssl_capath;
-	char	   *ssl_cipher;
-	char	   *tls_version;
-} CdMysqlParams;
 
 /* Where an asynchronous statement is (MysqlSend .. MysqlPoll) */
 typedef enum CdMysqlPhase
 {
 	CD_MYSQL_QUERY = 0,			/* running setup[index], then the statement */
-	CD_MYSQL_STORE,				/* reading the statement's result set */
+	CD_MYSQL_FETCH,				/* streaming the statement's rows */
 	CD_MYSQL_NEXT,				/* moving to a further result (a CALL's) */
-	CD_MYSQL_STORE_EXTRA,		/* reading a further result set, to drop it */
+	CD_MYSQL_FETCH_EXTRA,		/* reading a further result set, to drop it */
 	CD_MYSQL_DONE
 } CdMysqlPhase;
 
@@ -148,407 +94,73 @@ typedef struct CdMysqlConn
 	int			index;			/* which setup command, nsetup: the statement */
 	int			nsetup;
 	const char *const *setup;
-	char	   *statement;		/* with parameters as literals, palloc'd */
+	char	   *statement;		/* with parameters as literals, in 'context' */
 	size_t		statement_len;
 	int64		rows;
+	bool		midway;			/* sent and not finished */
+
+	/* the result being streamed (mysql_use_result) */
+	MYSQL_RES  *res;
+	int			ncols;
+	MYSQL_FIELD *fields;
+	CdValueKind *kinds;
+	CdCell	   *cells;
+	char	   *bufs;			/* CD_MYSQL_INTBUF bytes per column */
+
+	MemoryContext context;		/* the statement's, reset by each send */
+	MemoryContext row_context;	/* reset after each row */
 } CdMysqlConn;
 
-/* option catalog */
-typedef enum CdMysqlOptKind
-{
-	CD_MYSQL_OPT_STRING,
-	CD_MYSQL_OPT_PORT,
-	CD_MYSQL_OPT_POSITIVE_INT,
-	CD_MYSQL_OPT_BOOL,
-	CD_MYSQL_OPT_SSL_MODE
-} CdMysqlOptKind;
-
-typedef struct CdMysqlOptionDef
-{
-	const char *keyword;
-	Oid			catalog;
-	CdMysqlOptKind kind;
-	bool		tls;			/* meaningless with ssl_mode DISABLED */
-} CdMysqlOptionDef;
-
-static const CdMysqlOptionDef cd_mysql_option_defs[] = {
-	{"host", ForeignServerRelationId, CD_MYSQL_OPT_STRING, false},
-	{"port", ForeignServerRelationId, CD_MYSQL_OPT_PORT, false},
-	{"dbname", ForeignServerRelationId, CD_MYSQL_OPT_STRING, false},
-	{"socket", ForeignServerRelationId, CD_MYSQL_OPT_STRING, false},
-	{"connect_timeout", ForeignServerRelationId, CD_MYSQL_OPT_POSITIVE_INT, false},
-	{"ssl_mode", ForeignServerRelationId, CD_MYSQL_OPT_SSL_MODE, false},
-	{"ssl_key", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
-	{"ssl_cert", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
-	{"ssl_ca", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
-	{"ssl_capath", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
-	{"ssl_cipher", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
-	{"ssl_verify_server_cert", ForeignServerRelationId, CD_MYSQL_OPT_BOOL, true},
-	{"tls_version", ForeignServerRelationId, CD_MYSQL_OPT_STRING, true},
-	{"user", UserMappingRelationId, CD_MYSQL_OPT_STRING, false},
-	{"password", UserMappingRelationId, CD_MYSQL_OPT_STRING, false},
-};
-
-static const struct
-{
-	const char *name;
-	CdMysqlSslMode mode;
-}			cd_mysql_ssl_modes[] = {
-	{"disabled", CD_MYSQL_SSL_DISABLED},
-	{"preferred", CD_MYSQL_SSL_PREFERRED},
-	{"required", CD_MYSQL_SSL_REQUIRED},
-	{"verify_ca", CD_MYSQL_SSL_VERIFY_CA},
-	{"verify_identity", CD_MYSQL_SSL_VERIFY_IDENTITY},
-};
-
-/* state of one placeholder rewrite */
-typedef struct CdMysqlParamState
-{
-	MYSQL	   *mysql;			/* for charset-aware escaping */
-	int			nparams;
-	const CdParam *params;
-	bool		failed;			/* first failure wins */
-	const char *sqlstate;
-	char	   *message;
-} CdMysqlParamState;
 
 static bool cd_mysql_library_ready = false;
 
-
-/* ----------------------------------------------------------------
- *		options
- * ----------------------------------------------------------------
- */
+static const char *const mysql_read_words[] = {
+	"select", "values", "table", "show", "explain", "describe", "desc", "with", NULL
+};
 
 /*
- * MysqlFindOption returns the definition of an option keyword, or NULL.
+ * "lock": LOCK IN SHARE MODE; "into": SELECT ... INTO OUTFILE, DUMPFILE
+ * or variables, and REPLACE INTO.  Not "replace" itself: REPLACE() is a
+ * string function, and a REPLACE statement never starts with a read word.
  */
-static const CdMysqlOptionDef *
-MysqlFindOption(const char *keyword)
-{
-	for (int i = 0; i < lengthof(cd_mysql_option_defs); i++)
-	{
-		if (strcmp(cd_mysql_option_defs[i].keyword, keyword) == 0)
-			return &cd_mysql_option_defs[i];
-	}
-	return NULL;
+static const char *const mysql_write_words[] = {
+	"insert", "update", "delete", "into", "lock", NULL
+};
+static const char *const mysql_transaction_words[] = {
+	"begin", "start", "commit", "rollback", "savepoint", "release", "xa", NULL
+};
+
+/*
+ * MySQL's lexical rules: executable comments are code (the server runs
+ * /_*!50000 DELETE ... *_/), backslashes escape in literals unless the
+ * session has NO_BACKSLASH_ESCAPES (collegedb's sessions do not, but a
+ * routed statement can turn it on).
+ */
+#define MYSQL_LEXER_RULES(backslash) { \
+	.backslash_escapes = (backslash), \
+	.backtick_idents = true, \
+	.hash_comments = true, \
+	.dash_comment_space = true, \
+	.executable_comments = true, \
+	.read_words = mysql_read_words, \
+	.write_words = mysql_write_words, \
+	.transaction_words = mysql_transaction_words, \
 }
 
-/*
- * MysqlParseInt parses a whole decimal integer within [min, max].
- */
-static bool
-MysqlParseInt(const char *value, long min, long max, long *result)
-{
-	char	   *end;
-	long		v;
+static const CdLexerRules mysql_lexer_rules = MYSQL_LEXER_RULES(true);
+static const CdLexerRules mysql_lexer_rules_no_backslash = MYSQL_LEXER_RULES(false);
 
-	if (value == NULL || *value == '\0')
-		return false;
-	errno = 0;
-	v = strtol(value, &end, 10);
-	if (errno != 0 || *end != '\0' || v < min || v > max)
-		return false;
-	*result = v;
-	return true;
-}
+static void MysqlCheckForInterrupts(struct CdMysqlConn *kill);
+static void MysqlCloseHandle(MYSQL *m, bool midway);
 
 /*
- * MysqlParseSslMode maps an ssl_mode value (case-insensitive, MySQL's
- * names) to its enum; false when unknown.
+ * MysqlLexerRules returns the lexical rules a session follows now.
  */
-static bool
-MysqlParseSslMode(const char *value, CdMysqlSslMode *mode)
+static const CdLexerRules *
+MysqlLexerRules(MYSQL *m)
 {
-	for (int i = 0; i < lengthof(cd_mysql_ssl_modes); i++)
-	{
-		if (pg_strcasecmp(value, cd_mysql_ssl_modes[i].name) == 0)
-		{
-			*mode = cd_mysql_ssl_modes[i].mode;
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * MysqlOptionOk says whether 'keyword' is a mysql-dialect option of the
- * catalog 'catalog'.
- */
-static bool
-MysqlOptionOk(const char *keyword, Oid catalog)
-{
-	const CdMysqlOptionDef *def = MysqlFindOption(keyword);
-
-	return def != NULL && def->catalog == catalog;
-}
-
-/*
- * MysqlValidOptions lists the option keywords of 'catalog' for hints.
- */
-static char *
-MysqlValidOptions(Oid catalog)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < lengthof(cd_mysql_option_defs); i++)
-	{
-		if (cd_mysql_option_defs[i].catalog != catalog)
-			continue;
-		if (buf.len > 0)
-			appendStringInfoString(&buf, ", ");
-		appendStringInfoString(&buf, cd_mysql_option_defs[i].keyword);
-	}
-	return buf.data;
-}
-
-/*
- * MysqlCheckOptions validates option values at CREATE/ALTER SERVER and USER
- * MAPPING time.  Nothing is required: the host defaults to localhost (the
- * default Unix socket) and a shard may run without a default database.
- * Unknown keywords are left to the caller, which checks them with
- * MysqlOptionOk.
- */
-static void
-MysqlCheckOptions(List *options, Oid catalog)
-{
-	ListCell   *lc;
-	CdMysqlSslMode ssl_mode = CD_MYSQL_SSL_UNSET;
-	const char *tls_option = NULL;
-	int			verify = -1;
-
-	foreach(lc, options)
-	{
-		DefElem    *def = lfirst_node(DefElem, lc);
-		const CdMysqlOptionDef *od = MysqlFindOption(def->defname);
-		char	   *value;
-		long		n;
-		bool		b;
-
-		if (od == NULL || od->catalog != catalog)
-			continue;
-		value = defGetString(def);
-
-		switch (od->kind)
-		{
-			case CD_MYSQL_OPT_STRING:
-				break;
-			case CD_MYSQL_OPT_PORT:
-				if (!MysqlParseInt(value, 1, 65535, &n))
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid value for option \"%s\": \"%s\"",
-									def->defname, value),
-							 errdetail("The port must be an integer between 1 and 65535.")));
-				break;
-			case CD_MYSQL_OPT_POSITIVE_INT:
-				if (!MysqlParseInt(value, 1, INT_MAX, &n))
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid value for option \"%s\": \"%s\"",
-									def->defname, value),
-							 errdetail("The value must be a positive integer (seconds).")));
-				break;
-			case CD_MYSQL_OPT_BOOL:
-				if (!parse_bool(value, &b))
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid value for option \"%s\": \"%s\"",
-									def->defname, value),
-							 errdetail("The value must be a Boolean.")));
-				verify = b ? 1 : 0;
-				break;
-			case CD_MYSQL_OPT_SSL_MODE:
-				if (!MysqlParseSslMode(value, &ssl_mode))
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid value for option \"%s\": \"%s\"",
-									def->defname, value),
-							 errdetail("Valid values are disabled, preferred, required, verify_ca and verify_identity.")));
-				break;
-		}
-
-		if (od->tls && !(od->kind == CD_MYSQL_OPT_BOOL && verify == 0))
-			tls_option = od->keyword;
-	}
-
-	if (ssl_mode == CD_MYSQL_SSL_DISABLED && tls_option != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"%s\" conflicts with ssl_mode \"disabled\"",
-						tls_option)));
-	if ((ssl_mode == CD_MYSQL_SSL_VERIFY_CA ||
-		 ssl_mode == CD_MYSQL_SSL_VERIFY_IDENTITY) && verify == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"ssl_verify_server_cert\" conflicts with ssl_mode \"%s\"",
-						ssl_mode == CD_MYSQL_SSL_VERIFY_CA ? "verify_ca" : "verify_identity")));
-}
-
-/*
- * MysqlStrdup copies an option value with malloc; empty values count as
- * absent.  Sets *oom when malloc fails.
- */
-static char *
-MysqlStrdup(const char *value, bool *oom)
-{
-	char	   *copy;
-
-	if (value == NULL || value[0] == '\0')
-		return NULL;
-	copy = strdup(value);
-	if (copy == NULL)
-		*oom = true;
-	return copy;
-}
-
-/*
- * MysqlParamsFree releases the strings of a CdMysqlParams, wiping the
- * password first.
- */
-static void
-MysqlParamsFree(CdMysqlParams *p)
-{
-	if (p->password)
-		explicit_bzero(p->password, strlen(p->password));
-	free(p->host);
-	free(p->user);
-	free(p->password);
-	free(p->dbname);
-	free(p->socket);
-	free(p->ssl_key);
-	free(p->ssl_cert);
-	free(p->ssl_ca);
-	free(p->ssl_capath);
-	free(p->ssl_cipher);
-	free(p->tls_version);
-	memset(p, 0, sizeof(*p));
-}
-
-/*
- * MysqlParamsFromInfo fills 'p' from the server and user-mapping options;
- * false when out of memory (the caller frees what was copied).  Values were
- * validated by MysqlCheckOptions; unparsable numbers fall back to defaults
- * rather than failing a connection.
- */
-static bool
-MysqlParamsFromInfo(const CdConnInfo *info, CdMysqlParams *p)
-{
-	bool		oom = false;
-
-	memset(p, 0, sizeof(*p));
-	p->connect_timeout = CD_MYSQL_DEFAULT_CONNECT_TIMEOUT;
-	p->ssl_verify = -1;
-
-	for (int i = 0; i < info->noptions; i++)
-	{
-		const char *k = info->options[i].keyword;
-		const char *v = info->options[i].value;
-		long		n;
-		bool		b;
-
-		if (v == NULL)
-			continue;
-		if (strcmp(k, "host") == 0)
-			p->host = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "port") == 0)
-			p->port = MysqlParseInt(v, 1, 65535, &n) ? (unsigned int) n : 0;
-		else if (strcmp(k, "dbname") == 0)
-			p->dbname = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "socket") == 0)
-			p->socket = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "connect_timeout") == 0)
-		{
-			if (MysqlParseInt(v, 1, INT_MAX, &n))
-				p->connect_timeout = (int) n;
-		}
-		else if (strcmp(k, "ssl_mode") == 0)
-			(void) MysqlParseSslMode(v, &p->ssl_mode);
-		else if (strcmp(k, "ssl_key") == 0)
-			p->ssl_key = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "ssl_cert") == 0)
-			p->ssl_cert = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "ssl_ca") == 0)
-			p->ssl_ca = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "ssl_capath") == 0)
-			p->ssl_capath = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "ssl_cipher") == 0)
-			p->ssl_cipher = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "ssl_verify_server_cert") == 0)
-		{
-			if (parse_bool(v, &b))
-				p->ssl_verify = b ? 1 : 0;
-		}
-		else if (strcmp(k, "tls_version") == 0)
-			p->tls_version = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "user") == 0)
-			p->user = MysqlStrdup(v, &oom);
-		else if (strcmp(k, "password") == 0)
-		{
-			/* an empty password is a password */
-			p->password = strdup(v);
-			if (p->password == NULL)
-				oom = true;
-		}
-	}
-	return !oom;
-}
-
-/*
- * MysqlApplyOptions sets the client options of a fresh handle: timeouts,
- * character set, TLS, no LOAD DATA LOCAL, no option files.  Returns false
- * when the library refuses an option (out of memory).
- */
-static bool
-MysqlApplyOptions(MYSQL *m, const CdMysqlParams *p, unsigned int timeout)
-{
-	unsigned int zero = 0;
-	my_bool		on = 1;
-	bool		ok = true;
-
-	ok &= mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout) == 0;
-	ok &= mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4") == 0;
-
-	/*
-	 * LOAD DATA LOCAL INFILE would let a shard read files of the front's
-	 * operating-system user.
-	 */
-	ok &= mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &zero) == 0;
-
-	if (p->ssl_mode == CD_MYSQL_SSL_DISABLED)
-		return ok;
-
-	if (p->ssl_key)
-		ok &= mysql_options(m, MYSQL_OPT_SSL_KEY, p->ssl_key) == 0;
-	if (p->ssl_cert)
-		ok &= mysql_options(m, MYSQL_OPT_SSL_CERT, p->ssl_cert) == 0;
-	if (p->ssl_ca)
-		ok &= mysql_options(m, MYSQL_OPT_SSL_CA, p->ssl_ca) == 0;
-	if (p->ssl_capath)
-		ok &= mysql_options(m, MYSQL_OPT_SSL_CAPATH, p->ssl_capath) == 0;
-	if (p->ssl_cipher)
-		ok &= mysql_options(m, MYSQL_OPT_SSL_CIPHER, p->ssl_cipher) == 0;
-	if (p->tls_version)
-		ok &= mysql_options(m, MARIADB_OPT_TLS_VERSION, p->tls_version) == 0;
-
-	/*
-	 * In libmariadb MYSQL_OPT_SSL_ENFORCE only asks for TLS: without
-	 * certificate verification the handshake silently stays in plain text
-	 * when the server lacks TLS, so "required" is checked after connecting.
-	 * Verification checks the chain and the host name together: verify_ca
-	 * is as strict as verify_identity here.
-	 */
-	if (p->ssl_mode != CD_MYSQL_SSL_UNSET)
-		ok &= mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &on) == 0;
-	if (p->ssl_mode == CD_MYSQL_SSL_VERIFY_CA ||
-		p->ssl_mode == CD_MYSQL_SSL_VERIFY_IDENTITY || p->ssl_verify >= 0)
-	{
-		my_bool		verify = (p->ssl_verify != 0);
-
-		ok &= mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify) == 0;
-	}
-	return ok;
+	return (m->server_status & SERVER_STATUS_NO_BACKSLASH_ESCAPES) ?
+		&mysql_lexer_rules_no_backslash : &mysql_lexer_rules;
 }
 
 
@@ -757,75 +369,19 @@ MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
  */
 
 /*
- * MysqlCancelQuery asks the server to stop the statement running on
- * 'conn' by sending KILL QUERY over a second, blocking connection with the
- * same parameters.  Best effort and bounded (a few seconds at most): it
- * runs while an error is being thrown, so it must not throw itself.
- */
-static void
-MysqlCancelQuery(CdMysqlConn *conn)
-{
-	const CdMysqlParams *p = &conn->params;
-	unsigned long thread_id = mysql_thread_id(conn->mysql);
-	unsigned int timeout = CD_MYSQL_CANCEL_TIMEOUT;
-	MYSQL	   *c;
-	char		sql[64];
-
-	if (thread_id == 0)
-		return;
-	c = mysql_init(NULL);
-	if (c == NULL)
-		return;
-	if (MysqlApplyOptions(c, p, timeout) &&
-		mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &timeout) == 0 &&
-		mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &timeout) == 0 &&
-		mysql_real_connect(c, p->host, p->user, p->password, NULL, p->port,
-						   p->socket, 0) != NULL)
-	{
-		snprintf(sql, sizeof(sql), "KILL QUERY %lu", thread_id);
-		(void) mysql_real_query(c, sql, strlen(sql));
-	}
-	mysql_close(c);
-}
-
-/*
- * MysqlCheckForInterrupts services pending interrupts; when one throws
- * while a statement is in flight ('cancel'), the statement is killed on
- * the server before the error goes on.
- */
-static void
-MysqlCheckForInterrupts(CdMysqlConn *conn, bool cancel)
-{
-	if (!INTERRUPTS_PENDING_CONDITION())
-		return;
-	if (!cancel)
-	{
-		CHECK_FOR_INTERRUPTS();
-		return;
-	}
-	PG_TRY();
-	{
-		CHECK_FOR_INTERRUPTS();
-	}
-	PG_CATCH();
-	{
-		MysqlCancelQuery(conn);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-}
-
-/*
- * MysqlWait waits for what a suspended non-blocking call asked for
+ * MysqlWait waits for what a suspended non-blocking call on 'm' asked for
  * ('status', MYSQL_WAIT_* flags) and returns the events that occurred, to
- * be passed to the matching _cont function.  Interrupts are serviced
- * meanwhile (see MysqlCheckForInterrupts).  With 'deadline' set, returns -1
- * once it passes, whatever the library asked for.
+ * be passed to the matching _cont function, or -1 when the caller should
+ * give up: 'deadline' (0: none) passed, or (not 'interruptible') a cancel
+ * or termination is pending.  'interruptible': interrupts are serviced
+ * meanwhile, and when one throws, 'kill' (if given) has its statement
+ * killed on the server first; otherwise it never throws.
  */
 static int
-MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
+MysqlWait(MYSQL *m, int status, CdMysqlConn *kill, bool interruptible,
+		  TimestampTz deadline)
 {
-	pgsocket	sock = mysql_get_socket(conn->mysql);
+	pgsocket	sock = mysql_get_socket(m);
 	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH;
 	TimestampTz lib_deadline = 0;
 
@@ -838,7 +394,7 @@ MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
 	}
 	if (status & MYSQL_WAIT_TIMEOUT)
 		lib_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   mysql_get_timeout_value_ms(conn->mysql));
+												   mysql_get_timeout_value_ms(m));
 	if (lib_deadline != 0 || deadline != 0)
 		events |= WL_TIMEOUT;
 
@@ -852,7 +408,10 @@ MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
 		int			rc;
 		int			happened = 0;
 
-		MysqlCheckForInterrupts(conn, cancel);
+		if (interruptible)
+			MysqlCheckForInterrupts(kill);
+		else if (AdapterStopWaiting())
+			return -1;
 
 		if (events & WL_TIMEOUT)
 		{
@@ -884,22 +443,150 @@ MysqlWait(CdMysqlConn *conn, int status, bool cancel, TimestampTz deadline)
 }
 
 /*
- * MysqlQuery runs mysql_real_query without blocking; returns its result
- * (0 on success).
+ * MysqlConnectHandle runs the non-blocking handshake of 'm' with the
+ * parameters 'p' until it is done: true when connected, false on a
+ * failure (in the handle) or, with *gave_up set, when MysqlWait gave up.
+ */
+static bool
+MysqlConnectHandle(MYSQL *m, const CdMysqlParams *p, bool interruptible,
+				   TimestampTz deadline, bool *gave_up)
+{
+	MYSQL	   *ret = NULL;
+
+	/*
+	 * CLIENT_FOUND_ROWS makes UPDATE report the rows it matched, as
+	 * PostgreSQL does, rather than only those it changed.  No
+	 * CLIENT_MULTI_STATEMENTS: a second command in a statement is a syntax
+	 * error on the server.  The password is never NULL: libmariadb would
+	 * then read MYSQL_PWD from the server's environment.
+	 */
+	int			status = mysql_real_connect_start(&ret, m, p->host, p->user,
+												  p->password ? p->password : "",
+												  p->dbname, p->port, p->socket,
+												  CLIENT_FOUND_ROWS);
+
+	*gave_up = false;
+	while (status != 0)
+	{
+		status = MysqlWait(m, status, NULL, interruptible, deadline);
+		if (status < 0)
+		{
+			*gave_up = true;
+			return false;
+		}
+		status = mysql_real_connect_cont(&ret, m, status);
+	}
+	if (ret == NULL)
+		return false;
+
+	/*
+	 * libmariadb switches the socket to blocking mode for the TLS handshake
+	 * and leaves it so: TLS reads in the non-blocking API would then block
+	 * in the library (seen with 3.3).  Plain connections use MSG_DONTWAIT
+	 * and do not care.
+	 */
+	(void) pg_set_noblock(mysql_get_socket(m));
+	return true;
+}
+
+/*
+ * MysqlQueryHandle runs mysql_real_query on 'm' without blocking; returns
+ * its result (0 on success), or -1 when MysqlWait gave up.  'kill': see
+ * MysqlWait.
  */
 static int
-MysqlQuery(CdMysqlConn *conn, const char *sql, size_t len)
+MysqlQueryHandle(MYSQL *m, const char *sql, size_t len, CdMysqlConn *kill,
+				 bool interruptible, TimestampTz deadline)
 {
 	int			ret = 1;
 	int			status;
 
-	status = mysql_real_query_start(&ret, conn->mysql, sql, len);
+	status = mysql_real_query_start(&ret, m, sql, len);
 	while (status != 0)
 	{
-		status = MysqlWait(conn, status, true, 0);
-		status = mysql_real_query_cont(&ret, conn->mysql, status);
+		status = MysqlWait(m, status, kill, interruptible, deadline);
+		if (status < 0)
+			return -1;
+		status = mysql_real_query_cont(&ret, m, status);
 	}
 	return ret;
+}
+
+/*
+ * MysqlCancelQuery asks the server to stop the statement running on
+ * 'conn' by sending KILL QUERY over a second connection with the same
+ * parameters, driven without blocking and given up after 'timeout_ms' (or
+ * at once on a pending cancel or termination).  It runs while an error is
+ * being thrown, so it must not throw itself.
+ */
+static void
+MysqlCancelQuery(CdMysqlConn *conn, int timeout_ms)
+{
+	const CdMysqlParams *p = &conn->params;
+	unsigned long thread_id = mysql_thread_id(conn->mysql);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Max(timeout_ms, 1));
+	unsigned int timeout = Max(timeout_ms / 1000, 1);
+	MYSQL	   *c;
+	bool		gave_up;
+	char		sql[64];
+
+	if (thread_id == 0)
+		return;
+	c = mysql_init(NULL);
+	if (c == NULL)
+		return;
+	if (mysql_options(c, MYSQL_OPT_NONBLOCK, 0) == 0 &&
+		MysqlApplyOptions(c, p, timeout) &&
+		MysqlConnectHandle(c, p, false, deadline, &gave_up))
+	{
+		snprintf(sql, sizeof(sql), "KILL QUERY %lu", thread_id);
+		(void) MysqlQueryHandle(c, sql, strlen(sql), NULL, false, deadline);
+	}
+	MysqlCloseHandle(c, true);
+}
+
+/*
+ * MysqlCheckForInterrupts services pending interrupts; when one throws
+ * while a statement is in flight on 'kill', the statement is killed on the
+ * server (within collegedb.cleanup_timeout) before the error goes on.
+ */
+static void
+MysqlCheckForInterrupts(CdMysqlConn *kill)
+{
+	if (!INTERRUPTS_PENDING_CONDITION())
+		return;
+	if (kill == NULL)
+	{
+		CHECK_FOR_INTERRUPTS();
+		return;
+	}
+	PG_TRY();
+	{
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_CATCH();
+	{
+		MysqlCancelQuery(kill, CollegeCleanupTimeout);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * MysqlCloseHandle closes a client handle; 'midway' says a command may be
+ * half sent or half answered, and then the socket is shut down first, so
+ * that closing (which sends COM_QUIT) cannot wait for a shard that stopped
+ * reading.
+ */
+static void
+MysqlCloseHandle(MYSQL *m, bool midway)
+{
+	if (m == NULL)
+		return;
+	if (midway && mysql_get_socket(m) != PGINVALID_SOCKET)
+		(void) shutdown(mysql_get_socket(m), SHUT_RDWR);
+	mysql_close(m);
 }
 
 /* ----------------------------------------------------------------
@@ -908,16 +595,27 @@ MysqlQuery(CdMysqlConn *conn, const char *sql, size_t len)
  */
 
 /*
- * MysqlConnFree closes the connection and releases the handle.
+ * MysqlConnFree closes the connection and releases the handle.  A result
+ * still being streamed is let go without reading the rest of it (its
+ * handle is cleared first: freeing it would read to the end), and a
+ * connection in the middle of a statement has its socket shut down before
+ * it is closed.
  */
 static void
 MysqlConnFree(CdMysqlConn *conn)
 {
 	if (conn == NULL)
 		return;
-	if (conn->mysql != NULL)
-		mysql_close(conn->mysql);
+	if (conn->res != NULL)
+	{
+		conn->res->handle = NULL;
+		mysql_free_result(conn->res);
+		conn->res = NULL;
+	}
+	MysqlCloseHandle(conn->mysql, conn->midway);
 	MysqlParamsFree(&conn->params);
+	if (conn->context != NULL)
+		MemoryContextDelete(conn->context);
 	free(conn);
 }
 
@@ -927,15 +625,36 @@ MysqlConnFree(CdMysqlConn *conn)
  */
 static void *
 MysqlConnectFailed(CdMysqlConn *conn, const CdConnInfo *info,
-				   CdRemoteError *err, const char *detail)
+				   CdRemoteError *err, const char *sqlstate, const char *detail)
 {
 	char	   *message = psprintf("could not connect to MySQL shard \"%s\"",
 								   info->shard);
 
-	AdapterSetError(err, "08001", true, message, detail, NULL);
+	AdapterSetError(err, sqlstate, true, message, detail, NULL);
 	pfree(message);
 	MysqlConnFree(conn);
 	return NULL;
+}
+
+/*
+ * The session settings collegedb relies on: UTC (see MysqlEmitParam) and
+ * strict SQL mode, so that no value (a key above all) is silently cut or
+ * changed, without NO_BACKSLASH_ESCAPES, so that the server reads
+ * backslashes in literals as the adapter's lexer does.
+ */
+#define CD_MYSQL_SESSION_SETUP \
+	"SET time_zone = '+00:00', sql_mode = CONCAT_WS(',', NULLIF(TRIM(BOTH ',' FROM " \
+	"REPLACE(CONCAT(',', @@SESSION.sql_mode, ','), ',NO_BACKSLASH_ESCAPES,', ',')), ''), " \
+	"'STRICT_ALL_TABLES')"
+
+/*
+ * MysqlUsesSocket says whether libmariadb would connect over a Unix
+ * socket: a socket option, or no host or "localhost".
+ */
+static bool
+MysqlUsesSocket(const CdMysqlParams *p)
+{
+	return p->socket != NULL || p->host == NULL || strcmp(p->host, "localhost") == 0;
 }
 
 /*
@@ -943,16 +662,21 @@ MysqlConnectFailed(CdMysqlConn *conn, const CdConnInfo *info,
  * an overall connect_timeout (DNS resolution, inside the library, is the
  * one step that can still block), then the session settings collegedb
  * relies on.  Any failure is 08001 naming the shard.
+ *
+ * Under the password rule (CdConnInfo.require_password) the connection
+ * authenticates with the mapping's password only: never over a Unix socket
+ * (where the server can authenticate the front's operating-system user,
+ * unix_socket authentication), and only with password-based client
+ * authentication plugins.
  */
 static void *
 MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 {
 	CdMysqlConn *conn;
-	MYSQL	   *ret = NULL;
-	const char *tz_sql = "SET time_zone = '+00:00'";
 	TimestampTz deadline;
+	bool		connected = false;
 	bool		timed_out = false;
-	int			tz_rc = 0;
+	int			setup_rc = 0;
 	unsigned int timeout;
 
 	if (!cd_mysql_library_ready)
@@ -984,11 +708,20 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 				 errmsg("out of memory")));
 	}
 
+	if (conn->params.password_only && MysqlUsesSocket(&conn->params))
+	{
+		MysqlConnFree(conn);
+		AdapterSetError(err, "2F003", true, "password is required",
+						"Non-superuser cannot connect to a MySQL shard over a Unix socket, where the server may authenticate the front's operating-system user.",
+						"Connect over TCP (a host other than localhost), or have a superuser set password_required=false in the user mapping attributes.");
+		return NULL;
+	}
+
 	/* the library multiplies by 1000 into an int */
 	timeout = (unsigned int) Min(conn->params.connect_timeout, INT_MAX / 1000);
 	if (mysql_options(conn->mysql, MYSQL_OPT_NONBLOCK, 0) != 0 ||
 		!MysqlApplyOptions(conn->mysql, &conn->params, timeout))
-		return MysqlConnectFailed(conn, info, err,
+		return MysqlConnectFailed(conn, info, err, "08001",
 								  "The MySQL client library rejected a connection option.");
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
@@ -996,42 +729,13 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 
 	PG_TRY();
 	{
-		/*
-		 * CLIENT_FOUND_ROWS makes UPDATE report the rows it matched, as
-		 * PostgreSQL does, rather than only those it changed.  No
-		 * CLIENT_MULTI_STATEMENTS: a second command in a statement is a
-		 * syntax error on the server.
-		 */
-		int			status = mysql_real_connect_start(&ret, conn->mysql,
-													  conn->params.host,
-													  conn->params.user,
-													  conn->params.password,
-													  conn->params.dbname,
-													  conn->params.port,
-													  conn->params.socket,
-													  CLIENT_FOUND_ROWS);
-
-		while (status != 0)
-		{
-			status = MysqlWait(conn, status, false, deadline);
-			if (status < 0)
-			{
-				timed_out = true;
-				break;
-			}
-			status = mysql_real_connect_cont(&ret, conn->mysql, status);
-		}
-		if (!timed_out && ret != NULL)
-		{
-			/*
-			 * libmariadb switches the socket to blocking mode for the TLS
-			 * handshake and leaves it so: TLS reads in the non-blocking
-			 * API would then block in the library (seen with 3.3).  Plain
-			 * connections use MSG_DONTWAIT and do not care.
-			 */
-			(void) pg_set_noblock(mysql_get_socket(conn->mysql));
-			tz_rc = MysqlQuery(conn, tz_sql, strlen(tz_sql));
-		}
+		connected = MysqlConnectHandle(conn->mysql, &conn->params, true, deadline,
+									   &timed_out);
+		if (connected)
+			setup_rc = MysqlQueryHandle(conn->mysql, CD_MYSQL_SESSION_SETUP,
+										strlen(CD_MYSQL_SESSION_SETUP), NULL, true,
+										deadline);
+		timed_out |= setup_rc < 0;
 	}
 	PG_CATCH();
 	{
@@ -1047,9 +751,9 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 									  "The connection timed out after %d seconds.",
 									  conn->params.connect_timeout);
 
-		return MysqlConnectFailed(conn, info, err, detail);
+		return MysqlConnectFailed(conn, info, err, "08001", detail);
 	}
-	if (ret == NULL || tz_rc != 0)
+	if (!connected || setup_rc != 0)
 	{
 		MysqlSetError(err, conn->mysql, info->shard);
 		MysqlConnFree(conn);
@@ -1057,9 +761,13 @@ MysqlConnect(const CdConnInfo *info, CdRemoteError *err)
 	}
 	if (conn->params.ssl_mode == CD_MYSQL_SSL_REQUIRED &&
 		mysql_get_ssl_cipher(conn->mysql) == NULL)
-		return MysqlConnectFailed(conn, info, err,
+		return MysqlConnectFailed(conn, info, err, "08001",
 								  "The server does not support TLS, which ssl_mode \"required\" demands.");
 
+	conn->context = AllocSetContextCreate(TopMemoryContext, "collegedb mysql statement",
+										  ALLOCSET_SMALL_SIZES);
+	conn->row_context = AllocSetContextCreate(conn->context, "collegedb mysql row",
+											  ALLOCSET_DEFAULT_SIZES);
 	return conn;
 }
 
@@ -1074,376 +782,98 @@ MysqlClose(void *handle)
 	MysqlConnFree((CdMysqlConn *) handle);
 }
 
-
-/* ----------------------------------------------------------------
- *		parameters
- * ----------------------------------------------------------------
- */
-
 /*
- * MysqlParamFail records the first failure of a placeholder rewrite.
+ * MysqlColumns reads the row description of the result being streamed,
+ * into the statement's context, and sends the column names to the sink.
  */
 static void
-MysqlParamFail(CdMysqlParamState *st, const char *sqlstate, char *message)
+MysqlColumns(CdMysqlConn *conn, CdRowSink *sink)
 {
-	if (st->failed)
-		return;
-	st->failed = true;
-	st->sqlstate = sqlstate;
-	st->message = message;
-}
-
-/*
- * MysqlAppendQuoted appends a single-quoted string literal, escaped for the
- * connection's character set (and for NO_BACKSLASH_ESCAPES, which the
- * library learns from the server's status flags).
- */
-static void
-MysqlAppendQuoted(StringInfo out, CdMysqlParamState *st, const char *s,
-				  int len)
-{
-	unsigned long n;
-
-	enlargeStringInfo(out, len * 2 + 3);
-	out->data[out->len++] = '\'';
-	n = mysql_real_escape_string(st->mysql, out->data + out->len, s,
-								 (unsigned long) len);
-	if (n == (unsigned long) -1)
-	{
-		MysqlParamFail(st, "22021",
-					   pstrdup("parameter cannot be escaped for the MySQL connection character set"));
-		n = 0;
-	}
-	out->len += (int) n;
-	out->data[out->len++] = '\'';
-	out->data[out->len] = '\0';
-}
-
-/*
- * MysqlNumericOk says whether a NUMERIC parameter is a finite decimal that
- * can be pasted into SQL as-is (PostgreSQL's numeric output: sign, digits,
- * point).  NaN and infinities are not.
- */
-static bool
-MysqlNumericOk(const char *s, int len)
-{
-	bool		digit = false;
-
-	for (int i = 0; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (c >= '0' && c <= '9')
-			digit = true;
-		else if (!(c == '-' || c == '+' || c == '.' ||
-				   ((c == 'e' || c == 'E') && digit)))
-			return false;
-	}
-	return digit;
-}
-
-/*
- * MysqlEmitParam is the placeholder callback: it appends parameter $n as a
- * MySQL literal.  It cannot fail through the rewrite, so a failure is
- * recorded in the state and checked once the rewrite is done.
- */
-static void
-MysqlEmitParam(StringInfo out, int n, void *arg)
-{
-	CdMysqlParamState *st = (CdMysqlParamState *) arg;
-	const CdParam *p;
-
-	if (n < 1 || n > st->nparams)
-	{
-		MysqlParamFail(st, "42P02",
-					   psprintf("there is no parameter $%d", n));
-		appendStringInfoString(out, "NULL");
-		return;
-	}
-	p = &st->params[n - 1];
-
-	switch (p->kind)
-	{
-		case CD_VALUE_NULL:
-			appendStringInfoString(out, "NULL");
-			break;
-		case CD_VALUE_BOOL:
-			appendStringInfoString(out, p->bval ? "TRUE" : "FALSE");
-			break;
-		case CD_VALUE_INT:
-			appendStringInfo(out, INT64_FORMAT, p->ival);
-			break;
-		case CD_VALUE_FLOAT:
-			if (isnan(p->fval) || isinf(p->fval))
-			{
-				MysqlParamFail(st, "22003",
-							   pstrdup("MySQL cannot store NaN or infinity"));
-				appendStringInfoString(out, "NULL");
-			}
-			else
-			{
-				char		buf[64];
-
-				snprintf(buf, sizeof(buf), "%.17g", p->fval);
-				appendStringInfoString(out, buf);
-				/* an exponent makes MySQL read a DOUBLE, not a DECIMAL */
-				if (strchr(buf, 'e') == NULL && strchr(buf, 'E') == NULL)
-					appendStringInfoString(out, "e0");
-			}
-			break;
-		case CD_VALUE_NUMERIC:
-			if (p->str == NULL || !MysqlNumericOk(p->str, p->len))
-			{
-				MysqlParamFail(st, "22003",
-							   pstrdup("MySQL cannot store NaN or infinity"));
-				appendStringInfoString(out, "NULL");
-			}
-			else
-				appendBinaryStringInfo(out, p->str, p->len);
-			break;
-		case CD_VALUE_BYTES:
-			{
-				static const char hexdig[] = "0123456789ABCDEF";
-
-				enlargeStringInfo(out, p->len * 2 + 3);
-				out->data[out->len++] = 'X';
-				out->data[out->len++] = '\'';
-				for (int i = 0; i < p->len; i++)
-				{
-					unsigned char c = (unsigned char) p->str[i];
-
-					out->data[out->len++] = hexdig[c >> 4];
-					out->data[out->len++] = hexdig[c & 0xF];
-				}
-				out->data[out->len++] = '\'';
-				out->data[out->len] = '\0';
-			}
-			break;
-
-			/*
-			 * TIMESTAMPTZ arrives in UTC without a zone and the session
-			 * time_zone is '+00:00' (see MysqlConnect): a plain literal.
-			 */
-		case CD_VALUE_TEXT:
-		case CD_VALUE_JSON:
-		case CD_VALUE_DATE:
-		case CD_VALUE_TIME:
-		case CD_VALUE_TIMESTAMP:
-		case CD_VALUE_TIMESTAMPTZ:
-		case CD_VALUE_UUID:
-			MysqlAppendQuoted(out, st, p->str ? p->str : "", p->str ? p->len : 0);
-			break;
-		default:
-			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
-	}
-}
-
-
-/* ----------------------------------------------------------------
- *		results
- * ----------------------------------------------------------------
- */
-
-/*
- * MysqlColumnKind maps a result column's type to a value kind.  Binary
- * strings (character set 63) are bytes; the checks on individual values
- * (zero dates, out-of-range times, unsigned overflow) are in MysqlCell.
- * BOOLEAN columns are TINYINT(1) in MySQL and stay integers.
- */
-static CdValueKind
-MysqlColumnKind(const MYSQL_FIELD *f)
-{
-	switch (f->type)
-	{
-		case MYSQL_TYPE_TINY:
-		case MYSQL_TYPE_SHORT:
-		case MYSQL_TYPE_LONG:
-		case MYSQL_TYPE_LONGLONG:
-		case MYSQL_TYPE_INT24:
-		case MYSQL_TYPE_YEAR:
-		case MYSQL_TYPE_BIT:
-			return CD_VALUE_INT;
-		case MYSQL_TYPE_FLOAT:
-		case MYSQL_TYPE_DOUBLE:
-			return CD_VALUE_FLOAT;
-		case MYSQL_TYPE_DECIMAL:
-		case MYSQL_TYPE_NEWDECIMAL:
-			return CD_VALUE_NUMERIC;
-		case MYSQL_TYPE_DATE:
-		case MYSQL_TYPE_NEWDATE:
-			return CD_VALUE_DATE;
-		case MYSQL_TYPE_TIME:
-		case MYSQL_TYPE_TIME2:
-			return CD_VALUE_TIME;
-		case MYSQL_TYPE_DATETIME:
-		case MYSQL_TYPE_DATETIME2:
-		case MYSQL_TYPE_TIMESTAMP:
-		case MYSQL_TYPE_TIMESTAMP2:
-			return CD_VALUE_TIMESTAMP;
-		case MYSQL_TYPE_JSON:
-			return CD_VALUE_JSON;
-		case MYSQL_TYPE_GEOMETRY:
-			/* well-known binary, not text */
-			return CD_VALUE_BYTES;
-		case MYSQL_TYPE_TINY_BLOB:
-		case MYSQL_TYPE_MEDIUM_BLOB:
-		case MYSQL_TYPE_LONG_BLOB:
-		case MYSQL_TYPE_BLOB:
-		case MYSQL_TYPE_STRING:
-		case MYSQL_TYPE_VAR_STRING:
-		case MYSQL_TYPE_VARCHAR:
-			return f->charsetnr == CD_MYSQL_BINARY_CHARSET ?
-				CD_VALUE_BYTES : CD_VALUE_TEXT;
-		default:
-			return CD_VALUE_TEXT;
-	}
-}
-
-/*
- * MysqlZeroDate says whether a DATE or DATETIME text has a zero year, month
- * or day ('0000-00-00', '2024-00-10'): MySQL accepts those, PostgreSQL
- * does not, so they travel as text.
- */
-static bool
-MysqlZeroDate(const char *v, unsigned long len)
-{
-	if (len < 10 || v[4] != '-' || v[7] != '-')
-		return true;			/* not the shape we expect: keep as text */
-	return strncmp(v, "0000", 4) == 0 || strncmp(v + 5, "00", 2) == 0 ||
-		strncmp(v + 8, "00", 2) == 0;
-}
-
-/*
- * MysqlTimeOfDay says whether a TIME text is a time of day PostgreSQL
- * accepts; MySQL TIME is an interval (-838:59:59 to 838:59:59).
- */
-static bool
-MysqlTimeOfDay(const char *v, unsigned long len)
-{
-	return len >= 8 && v[0] >= '0' && v[0] <= '2' && v[2] == ':' &&
-		(v[0] < '2' || v[1] < '4');
-}
-
-/*
- * MysqlCell fills one result cell, deciding the kind per value where the
- * column type alone cannot: BIT comes as big-endian bytes and is decoded
- * into 'buf'; unsigned BIGINT and BIT(64) above the int64 range become
- * NUMERIC; zero dates and non-clock TIME values become TEXT.
- */
-static void
-MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
-		  const char *v, unsigned long len, char *buf)
-{
-	cell->isnull = (v == NULL);
-	cell->kind = kind;
-	cell->data = v;
-	cell->len = (int) len;
-	if (v == NULL)
-		return;
-
-	switch (f->type)
-	{
-		case MYSQL_TYPE_BIT:
-			{
-				uint64		u = 0;
-
-				for (unsigned long i = 0; i < len && i < 8; i++)
-					u = (u << 8) | (unsigned char) v[i];
-				snprintf(buf, CD_MYSQL_INTBUF, UINT64_FORMAT, u);
-				cell->data = buf;
-				cell->len = (int) strlen(buf);
-				if (u > (uint64) PG_INT64_MAX)
-					cell->kind = CD_VALUE_NUMERIC;
-			}
-			break;
-		case MYSQL_TYPE_LONGLONG:
-			/* 9223372036854775807 has 19 digits */
-			if ((f->flags & UNSIGNED_FLAG) &&
-				(len > 19 ||
-				 (len == 19 && strncmp(v, "9223372036854775807", 19) > 0)))
-				cell->kind = CD_VALUE_NUMERIC;
-			break;
-		case MYSQL_TYPE_DATE:
-		case MYSQL_TYPE_NEWDATE:
-		case MYSQL_TYPE_DATETIME:
-		case MYSQL_TYPE_DATETIME2:
-		case MYSQL_TYPE_TIMESTAMP:
-		case MYSQL_TYPE_TIMESTAMP2:
-			if (MysqlZeroDate(v, len))
-				cell->kind = CD_VALUE_TEXT;
-			break;
-		case MYSQL_TYPE_TIME:
-		case MYSQL_TYPE_TIME2:
-			if (!MysqlTimeOfDay(v, len))
-				cell->kind = CD_VALUE_TEXT;
-			break;
-		default:
-			break;
-	}
-}
-
-/*
- * MysqlDeliverRows hands a stored result to the sink: column names first,
- * then each row.  Reads client memory only.  May throw (from the sink);
- * the caller frees the result.
- */
-static void
-MysqlDeliverRows(MYSQL_RES *res, CdRowSink *sink)
-{
-	int			ncols = (int) mysql_num_fields(res);
-	MYSQL_FIELD *fields = mysql_fetch_fields(res);
+	MemoryContext old = MemoryContextSwitchTo(conn->context);
+	int			ncols = (int) mysql_num_fields(conn->res);
 	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
-	CdValueKind *kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
-	CdCell	   *cells = palloc(sizeof(CdCell) * Max(ncols, 1));
-	char	   *bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
-	MYSQL_ROW	row;
 
+	conn->ncols = ncols;
+	conn->fields = mysql_fetch_fields(conn->res);
+	conn->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
+	conn->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
+	conn->bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
 	for (int i = 0; i < ncols; i++)
 	{
-		names[i] = fields[i].name;
-		kinds[i] = MysqlColumnKind(&fields[i]);
+		names[i] = conn->fields[i].name;
+		conn->kinds[i] = MysqlColumnKind(&conn->fields[i]);
 	}
-	sink->columns(sink, ncols, names);
+	MemoryContextSwitchTo(old);
+	if (sink != NULL)
+		sink->columns(sink, ncols, names);
+}
 
-	while ((row = mysql_fetch_row(res)) != NULL)
-	{
-		unsigned long *lengths = mysql_fetch_lengths(res);
+/*
+ * MysqlDeliverRow hands the row just fetched to the sink, in the row
+ * context.  Reads client memory only.  May throw (from the sink).
+ */
+static void
+MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row, CdRowSink *sink)
+{
+	unsigned long *lengths = mysql_fetch_lengths(conn->res);
 
-		for (int i = 0; i < ncols; i++)
-			MysqlCell(&cells[i], &fields[i], kinds[i], row[i], lengths[i],
-					  bufs + (Size) i * CD_MYSQL_INTBUF);
-		sink->row(sink, ncols, cells);
-	}
-
-	pfree(names);
-	pfree(kinds);
-	pfree(cells);
-	pfree(bufs);
+	for (int i = 0; i < conn->ncols; i++)
+		MysqlCell(&conn->cells[i], &conn->fields[i], conn->kinds[i], row[i], lengths[i],
+				  conn->bufs + (Size) i * CD_MYSQL_INTBUF);
+	AdapterDeliverRow(sink, conn->ncols, conn->cells, conn->row_context);
 }
 
 /*
  * MysqlSend builds the statement, with its parameters as literals, and
  * starts the first command (a setup command, or the statement) without
- * waiting.  A bad parameter fails before anything is sent.  See adapter.h.
+ * waiting.  The placeholders are found by the lexical rules the session
+ * follows now: a routed statement may have turned NO_BACKSLASH_ESCAPES on,
+ * and a literal must end where the server thinks it does.  By those rules,
+ * a statement the remote layer runs as a read must still be one.  A bad
+ * parameter, or more than MySQL takes, fails before anything is sent.  See
+ * adapter.h.
  */
 static bool
 MysqlSend(void *handle, int nsetup, const char *const *setup,
-		  const char *sql, int nparams, const CdParam *params, CdRemoteError *err)
+		  const char *sql, int nparams, const CdParam *params, int flags,
+		  CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
 	CdMysqlParamState st;
+	CdStatementShape shape;
 	StringInfoData buf;
+	MemoryContext old;
 
+	if (conn->midway || conn->res != NULL)
+	{
+		AdapterSetError(err, "08006", true,
+						"the MySQL connection is in the middle of an earlier statement",
+						NULL, NULL);
+		return false;
+	}
+	if (AdapterTooManyParams(nparams, CD_MYSQL_MAX_PARAMS, "a MySQL", err))
+		return false;
+
+	MemoryContextReset(conn->row_context);
+	MemoryContextResetOnly(conn->context);
+	old = MemoryContextSwitchTo(conn->context);
 	memset(&st, 0, sizeof(st));
 	st.mysql = conn->mysql;
 	st.nparams = nparams;
 	st.params = params;
 	initStringInfo(&buf);
-	(void) PlaceholdersRewrite(sql, CD_DIALECT_MYSQL, &buf, MysqlEmitParam, &st);
+	shape = LexerScan(sql, MysqlLexerRules(conn->mysql), &buf, MysqlEmitParam, &st);
+	MemoryContextSwitchTo(old);
 	if (st.failed)
 	{
-		AdapterSetError(err, st.sqlstate, false, st.message, NULL, NULL);
-		pfree(buf.data);
+		AdapterRefuse(err, st.sqlstate, st.message, NULL);
+		return false;
+	}
+	if ((flags & CD_EXEC_READ) && !shape.read_only)
+	{
+		AdapterRefuse(err, "25006",
+					  "statement writes, but it was sent to the MySQL shard as a read",
+					  "The session's NO_BACKSLASH_ESCAPES mode makes the statement's literals end elsewhere, and then it may write.");
 		return false;
 	}
 
@@ -1455,6 +885,8 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 	conn->statement = buf.data;
 	conn->statement_len = buf.len;
 	conn->rows = 0;
+	conn->ncols = 0;
+	conn->midway = true;
 	return true;
 }
 
@@ -1465,11 +897,51 @@ MysqlWaitResult(int status)
 }
 
 /*
- * MysqlPoll advances the statement as far as it can without blocking: one
- * round trip per command (the protocol, without multi-statements, which
- * stay off so that a statement is exactly one command), then the result
- * set, read whole into client memory (mysql_store_result) and handed to
- * the sink; a CALL's further results are read and dropped.  Resuming a
+ * MysqlFetch streams the rows of conn->res to 'sink' (NULL: drops them)
+ * as far as it can without blocking: one round trip per command (the
+ * protocol, without multi-statements, which stay off so that a statement
+ * is exactly one command), then the rows as they arrive, never the whole
+ * result in client memory.  Returns CD_POLL_DONE once the result ended
+ * (and is freed), the wait it needs, or CD_POLL_FAILED.
+ */
+static CdPollResult
+MysqlFetch(CdMysqlConn *conn, CdRowSink *sink, CdRemoteError *err)
+{
+	for (;;)
+	{
+		MYSQL_ROW	row = NULL;
+		int			status;
+
+		if (!conn->started)
+			status = mysql_fetch_row_start(&row, conn->res);
+		else
+			status = mysql_fetch_row_cont(&row, conn->res, conn->wait);
+		if ((conn->started = status != 0))
+		{
+			conn->wait = status;
+			return MysqlWaitResult(status);
+		}
+		if (row == NULL)
+		{
+			/* the end, or an error packet: either way nothing is left to read */
+			bool		failed = mysql_errno(conn->mysql) != 0;
+
+			if (failed)
+				MysqlSetError(err, conn->mysql, NULL);
+			mysql_free_result(conn->res);
+			conn->res = NULL;
+			return failed ? CD_POLL_FAILED : CD_POLL_DONE;
+		}
+		conn->rows++;
+		if (sink != NULL)
+			MysqlDeliverRow(conn, row, sink);
+	}
+}
+
+/*
+ * MysqlPoll advances the statement as far as it can without blocking:
+ * the setup commands and the statement, then its rows, streamed (see
+ * MysqlFetch); a CALL's further results are read and dropped.  Resuming a
  * suspended call when its socket is not ready yet is harmless: the library
  * suspends again.  See adapter.h.
  */
@@ -1482,8 +954,8 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 	for (;;)
 	{
 		int			ret = 1;
-		MYSQL_RES  *res = NULL;
 		int			status;
+		CdPollResult r;
 
 		switch (conn->phase)
 		{
@@ -1505,6 +977,7 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				if (ret != 0)
 				{
 					MysqlSetError(err, m, NULL);
+					conn->midway = false;
 					return CD_POLL_FAILED;
 				}
 				if (conn->index < conn->nsetup)
@@ -1517,43 +990,29 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				{
 					conn->rows = (int64) mysql_affected_rows(m);
 					conn->phase = CD_MYSQL_NEXT;
+					continue;
 				}
-				else
-					conn->phase = CD_MYSQL_STORE;
-				continue;
-
-			case CD_MYSQL_STORE:
-			case CD_MYSQL_STORE_EXTRA:
-				if (!conn->started)
-					status = mysql_store_result_start(&res, m);
-				else
-					status = mysql_store_result_cont(&res, m, conn->wait);
-				if ((conn->started = status != 0))
-				{
-					conn->wait = status;
-					return MysqlWaitResult(status);
-				}
-				if (res == NULL)
+				/* no I/O: the row description came with the answer */
+				conn->res = mysql_use_result(m);
+				if (conn->res == NULL)
 				{
 					MysqlSetError(err, m, NULL);
+					err->connection_lost = true;
 					return CD_POLL_FAILED;
 				}
-				if (conn->phase == CD_MYSQL_STORE)
+				MysqlColumns(conn, sink);
+				conn->phase = CD_MYSQL_FETCH;
+				continue;
+
+			case CD_MYSQL_FETCH:
+			case CD_MYSQL_FETCH_EXTRA:
+				r = MysqlFetch(conn, conn->phase == CD_MYSQL_FETCH ? sink : NULL, err);
+				if (r != CD_POLL_DONE)
 				{
-					PG_TRY();
-					{
-						if (sink != NULL)
-							MysqlDeliverRows(res, sink);
-					}
-					PG_CATCH();
-					{
-						mysql_free_result(res);
-						PG_RE_THROW();
-					}
-					PG_END_TRY();
-					conn->rows = (int64) mysql_num_rows(res);
+					if (r == CD_POLL_FAILED)
+						conn->midway = false;
+					return r;
 				}
-				mysql_free_result(res);
 				conn->phase = CD_MYSQL_NEXT;
 				continue;
 
@@ -1577,15 +1036,26 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				if (ret > 0)
 				{
 					MysqlSetError(err, m, NULL);
+					conn->midway = false;
 					return CD_POLL_FAILED;
 				}
 				if (ret == 0 && mysql_field_count(m) > 0)
-					conn->phase = CD_MYSQL_STORE_EXTRA;
+				{
+					conn->res = mysql_use_result(m);
+					if (conn->res == NULL)
+					{
+						MysqlSetError(err, m, NULL);
+						err->connection_lost = true;
+						return CD_POLL_FAILED;
+					}
+					conn->phase = CD_MYSQL_FETCH_EXTRA;
+				}
 				else if (ret < 0)
 					conn->phase = CD_MYSQL_DONE;
 				continue;
 
 			case CD_MYSQL_DONE:
+				conn->midway = false;
 				*rows_affected = conn->rows;
 				return CD_POLL_DONE;
 		}
@@ -1599,33 +1069,54 @@ MysqlSocket(void *handle)
 }
 
 static void
-MysqlCancel(void *handle)
+MysqlCancel(void *handle, int timeout_ms)
 {
-	MysqlCancelQuery((CdMysqlConn *) handle);
+	MysqlCancelQuery((CdMysqlConn *) handle, timeout_ms);
 }
 
 /*
  * MysqlExec runs a statement to completion: MysqlSend, then MysqlPoll
  * while waiting (interruptibly; an interrupt kills the statement on the
- * server before the error goes on).  See adapter.h.
+ * server before the error goes on).  The waits' deadline is
+ * AdapterExecDeadline's (cleanups, COMMIT); when it passes the connection
+ * is lost.  See adapter.h.
  */
 static bool
 MysqlExec(void *handle, int nsetup, const char *const *setup,
-		  const char *sql, int nparams, const CdParam *params,
+		  const char *sql, int nparams, const CdParam *params, int flags,
 		  CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
+	bool		interruptible;
+	TimestampTz deadline = AdapterExecDeadline(flags, &interruptible);
 	CdPollResult r;
 
 	*rows_affected = 0;
-	if (!MysqlSend(handle, nsetup, setup, sql, nparams, params, err))
+	if (!MysqlSend(handle, nsetup, setup, sql, nparams, params, flags, err))
 		return false;
 	while ((r = MysqlPoll(handle, sink, rows_affected, err)) == CD_POLL_READ ||
 		   r == CD_POLL_WRITE)
-		conn->wait = MysqlWait(conn, conn->wait, true, 0);
+	{
+		conn->wait = MysqlWait(conn->mysql, conn->wait, conn, interruptible, deadline);
+		if (conn->wait < 0)
+		{
+			AdapterSetGaveUp(err, flags);
+			return false;
+		}
+	}
 	return r == CD_POLL_DONE;
 }
 
+/*
+ * MysqlScan classifies a statement by MySQL's lexical rules (executable
+ * comments are code), with backslash escapes in literals as collegedb's
+ * sessions have them.
+ */
+static CdStatementShape
+MysqlScan(const char *sql)
+{
+	return LexerScan(sql, &mysql_lexer_rules, NULL, NULL, NULL);
+}
 
 /* ----------------------------------------------------------------
  *		dialect text
@@ -1661,7 +1152,7 @@ static const char *const mysql_implicit_commit[] = {
 static const char *const mysql_shard_ddl[] = {
 	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
 	"table_name VARCHAR(255) NOT NULL, "
-	"shard_key VARCHAR(512) NOT NULL, "
+	"shard_key VARCHAR(" CppAsString2(CD_MYSQL_MAX_KEY_LENGTH) ") NOT NULL, "
 	"moved_to VARCHAR(255) NOT NULL, "
 	"move_id BIGINT NULL, "
 	"moved_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
@@ -1686,6 +1177,10 @@ const CdAdapter CdMysqlAdapter = {
 	.check_options = MysqlCheckOptions,
 	.valid_options = MysqlValidOptions,
 
+	.scan = MysqlScan,
+	.max_params = CD_MYSQL_MAX_PARAMS,
+	.max_key_length = CD_MYSQL_MAX_KEY_LENGTH,
+
 	.sql_begin = "START TRANSACTION",
 	.sql_commit = "COMMIT",
 	.sql_rollback = "ROLLBACK",
@@ -1708,6 +1203,5 @@ const CdAdapter CdMysqlAdapter = {
 	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
-	.max_key_length = 512,
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 };

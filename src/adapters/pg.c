@@ -6,18 +6,32 @@
  * Statements go out with the extended protocol (PQsendQueryParams): one
  * round trip for a statement with parameters.  Transaction-control commands
  * that must precede a statement (BEGIN, SAVEPOINT) travel with it in one
- * pipeline, so joining a remote transaction costs no extra round trip.
- * Every wait is on the socket and the process latch, so query cancel and
- * statement_timeout interrupt it; the remote query is then cancelled with
- * PQcancel before the error goes on.
+ * pipeline, so joining a remote transaction costs no extra round trip.  A
+ * send that fails midway leaves the pipeline in a state nothing can finish
+ * (no Sync went out), so it counts as a lost connection.
+ *
+ * Every wait, from the connection's start-up and session set-up to the
+ * last result, is on the socket and the process latch: query cancel,
+ * termination and statement_timeout interrupt it, and the shard's query is
+ * then cancelled.  Waits that cannot service interrupts (abort-time
+ * cleanup, the cancel request itself) have a deadline
+ * (collegedb.cleanup_timeout) and give up at once when a cancel or a
+ * termination is pending.  libpq's PQcancel blocks without a bound, so a
+ * cancel request goes over a short-lived second connection, without
+ * blocking, as pg_cancel_backend() of the shard's backend.
  *
  * Parameters are sent in text form, typed with their built-in type OID,
  * except plain text, which is sent untyped so that the shard infers its
  * type from the context as it does for a literal; bytea goes in binary.
  * Results are read in text form, in single-row mode: each row reaches the
- * sink as it arrives, so a large result never sits whole in memory.  The
- * statement runs as send + poll, which fan-out drives for many shards at
- * once and pg_exec drives for one.
+ * sink as it arrives, in a memory context reset after each row, so a large
+ * result never sits whole in memory.  The statement runs as send + poll,
+ * which fan-out drives for many shards at once and pg_exec drives for one.
+ *
+ * Under the password rule (see adapter.h) libpq is kept away from the
+ * server's own credentials: no password file, no default client
+ * certificate, no GSSAPI encryption with the server's tickets, and the
+ * connection is refused unless the shard asked for the mapping's password.
  *
  * This file does not decide about transactions or retries: the remote
  * layer (src/remote/) does.
@@ -41,12 +55,49 @@
 #include "libpq-fe.h"
 
 #include "adapters/adapter.h"
+#include "adapters/lexer.h"
+#include "collegedb.h"
 
 #define PG_DEFAULT_CONNECT_TIMEOUT_MS 10000
+
+/* the protocol's limit: the parameter count travels as a 16-bit integer */
+#define PG_MAX_PARAMS 65535
+
+/*
+ * A path that can never exist (a file below /dev/null): libpq ignores a
+ * password file or client certificate that is not there, silently.
+ */
+#define PG_NOWHERE "/dev/null/collegedb-none"
+
+/* the session settings collegedb relies on, sent once per connection */
+#define PG_SESSION_SETUP \
+	"SET datestyle = ISO; SET intervalstyle = postgres; " \
+	"SET extra_float_digits = 3; SET standard_conforming_strings = on; " \
+	"SET timezone = 'UTC'"
 
 static const char *const server_only_excluded[] = {
 	"user", "password", "sslpassword", "client_encoding",
 	"fallback_application_name", "replication", "dialect", NULL
+};
+
+static const char *const pg_read_words[] = {
+	"select", "values", "table", "show", "explain", "with", NULL
+};
+static const char *const pg_write_words[] = {
+	"insert", "update", "delete", "merge", "into", NULL
+};
+static const char *const pg_transaction_words[] = {
+	"begin", "start", "commit", "end", "rollback", "abort", "savepoint",
+	"release", "prepare", NULL
+};
+
+static const CdLexerRules pg_lexer_rules = {
+	.nested_comments = true,
+	.dollar_quotes = true,
+	.e_strings = true,
+	.read_words = pg_read_words,
+	.write_words = pg_write_words,
+	.transaction_words = pg_transaction_words,
 };
 
 /*
@@ -79,6 +130,19 @@ pg_fill_error(PGconn *conn, const PGresult *res, CdRemoteError *err)
 }
 
 /*
+ * pg_gave_up fills *err for a wait of the connection's start-up that
+ * ended without an answer (see also AdapterSetGaveUp).
+ */
+static void
+pg_gave_up(CdRemoteError *err)
+{
+	if (AdapterStopWaiting())
+		AdapterSetGaveUp(err, CD_EXEC_CLEANUP);
+	else
+		AdapterSetError(err, "08001", true, "timeout expired", NULL, NULL);
+}
+
+/*
  * pg_notice_receiver forwards a shard's warnings; notices go to the server
  * log at DEBUG1 (CREATE ... IF NOT EXISTS and the like are not news).
  */
@@ -97,29 +161,109 @@ pg_notice_receiver(void *arg, const PGresult *res)
 }
 
 /*
- * pg_wait waits until the socket is ready for 'events' (or the deadline in
- * ms passes, -1: none), servicing interrupts.  False on timeout.
+ * pg_wait waits until the socket is ready for 'events', the latch is set
+ * or 'deadline' (0: none) passes.  'interruptible': services interrupts
+ * (may throw); otherwise it never throws and refuses to wait once a cancel
+ * or termination is pending.  False when the caller should give up: the
+ * deadline passed, or (not interruptible) an interrupt is pending.
  */
 static bool
-pg_wait(PGconn *conn, int events, TimestampTz deadline)
+pg_wait(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
 {
-	long		timeout = -1;
 	int			rc;
 
-	if (deadline)
-	{
-		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-		if (timeout <= 0)
-			return false;
-	}
+	if ((!interruptible && AdapterStopWaiting()) || AdapterDeadlinePassed(deadline))
+		return false;
 	rc = WaitLatchOrSocket(MyLatch,
 						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events |
 						   (deadline ? WL_TIMEOUT : 0),
-						   PQsocket(conn), timeout, PG_WAIT_EXTENSION);
+						   PQsocket(conn), AdapterWaitTimeout(deadline),
+						   PG_WAIT_EXTENSION);
 	if (rc & WL_LATCH_SET)
 		ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
+	if (interruptible)
+		CHECK_FOR_INTERRUPTS();
 	return true;
+}
+
+/*
+ * pg_connect_poll drives a connection started with PQconnectStartParams
+ * until it is up or failed: true when it is up.  *timed_out tells a wait
+ * that gave up.
+ */
+static bool
+pg_connect_poll(PGconn *conn, TimestampTz deadline, bool interruptible,
+				bool *timed_out)
+{
+	PostgresPollingStatusType poll = PGRES_POLLING_WRITING;
+
+	*timed_out = false;
+	while (PQstatus(conn) != CONNECTION_BAD && poll != PGRES_POLLING_OK &&
+		   poll != PGRES_POLLING_FAILED)
+	{
+		if (!pg_wait(conn, poll == PGRES_POLLING_READING ?
+					 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
+		{
+			*timed_out = true;
+			return false;
+		}
+		poll = PQconnectPoll(conn);
+	}
+	return poll == PGRES_POLLING_OK && PQstatus(conn) == CONNECTION_OK;
+}
+
+/*
+ * pg_simple_query runs a parameterless command string (several commands
+ * allowed) on a non-blocking connection and waits for all its results:
+ * true when every command succeeded.  *err gets the first failure (left
+ * alone when 'err' is NULL).
+ */
+static bool
+pg_simple_query(PGconn *conn, const char *sql, TimestampTz deadline,
+				bool interruptible, CdRemoteError *err)
+{
+	bool		ok = true;
+
+	if (!PQsendQuery(conn, sql))
+	{
+		if (err)
+			pg_fill_error(conn, NULL, err);
+		return false;
+	}
+	for (;;)
+	{
+		int			flush = PQflush(conn);
+		PGresult   *res;
+
+		if (flush < 0 || (flush == 0 && !PQconsumeInput(conn)))
+		{
+			if (err)
+				pg_fill_error(conn, NULL, err);
+			return false;
+		}
+		if (flush > 0 || PQisBusy(conn))
+		{
+			if (!pg_wait(conn, flush > 0 ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
+						 deadline, interruptible))
+			{
+				if (err)
+					pg_gave_up(err);
+				return false;
+			}
+			continue;
+		}
+		res = PQgetResult(conn);
+		if (res == NULL)
+			return ok;
+		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+			PQresultStatus(res) != PGRES_TUPLES_OK && ok)
+		{
+			if (err)
+				pg_fill_error(conn, res, err);
+			ok = false;
+		}
+		PQclear(res);
+	}
 }
 
 typedef struct PgHandle
@@ -127,135 +271,217 @@ typedef struct PgHandle
 	PGconn	   *conn;
 	char		shard[NAMEDATALEN];
 
+	/* the connection's keywords and values, malloc'd, for cancel requests */
+	char	  **keywords;
+	char	  **values;
+
 	/* the statement in progress (pg_send .. pg_poll) */
-	MemoryContext statement_context;
+	MemoryContext statement_context;	/* reset by each pg_send */
+	MemoryContext row_context;	/* reset after each row */
 	bool		pipeline;		/* setup commands went first */
 	int			queries;		/* setup commands + the statement */
 	int			current;		/* whose results come next */
 	bool		single_row;		/* single-row mode is on for the statement */
 	bool		columns_sent;
 	bool		failed;			/* err holds the first failure */
+	bool		is_commit;		/* the statement is the remote COMMIT */
+	int			ncols;
 	CdValueKind *kinds;
+	CdCell	   *cells;
+	unsigned char **unescaped;	/* PQunescapeBytea buffers of the row */
 	int64		rows;
 } PgHandle;
 
 /*
- * pg_connect opens a connection without blocking uninterruptibly, then
- * fixes the session settings collegedb relies on: ISO dates, exact floats,
- * standard strings, and UTC, the zone in which collegedb exchanges
- * zone-less timestamps with every dialect.
+ * pg_free_handle closes the connection and frees the handle, wiping the
+ * copy of the password.
+ */
+static void
+pg_free_handle(PgHandle *handle)
+{
+	if (handle == NULL)
+		return;
+	if (handle->conn)
+		PQfinish(handle->conn);
+	if (handle->keywords)
+	{
+		for (int i = 0; handle->keywords[i]; i++)
+		{
+			if (handle->values[i] && strcmp(handle->keywords[i], "password") == 0)
+				explicit_bzero(handle->values[i], strlen(handle->values[i]));
+			free(handle->keywords[i]);
+			free(handle->values[i]);
+		}
+		free(handle->keywords);
+		free(handle->values);
+	}
+	if (handle->statement_context)
+		MemoryContextDelete(handle->statement_context);
+	free(handle);
+}
+
+/*
+ * pg_keep_options copies the connection's keywords and values into the
+ * handle (malloc'd), for the connections that send cancel requests; they
+ * name themselves "collegedb cancel".  False when out of memory.
+ */
+static bool
+pg_keep_options(PgHandle *handle, const char *const *keywords,
+				const char *const *values, int n)
+{
+	handle->keywords = calloc(n + 1, sizeof(char *));
+	handle->values = calloc(n + 1, sizeof(char *));
+	if (handle->keywords == NULL || handle->values == NULL)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		const char *value = values[i];
+
+		if (strcmp(keywords[i], "fallback_application_name") == 0)
+			value = "collegedb cancel";
+		handle->keywords[i] = strdup(keywords[i]);
+		handle->values[i] = value ? strdup(value) : NULL;
+		if (handle->keywords[i] == NULL || (value && handle->values[i] == NULL))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * pg_connect opens a connection without ever blocking uninterruptibly
+ * (start-up, authentication and the session set-up all wait on the latch,
+ * under connect_timeout), then fixes the session settings collegedb relies
+ * on: ISO dates, exact floats, standard strings, and UTC, the zone in
+ * which collegedb exchanges zone-less timestamps with every dialect.
+ *
+ * Under the password rule the connection may use nothing of the server's
+ * own: the password file and the default client certificate point
+ * nowhere, GSSAPI encryption is off unless the server options ask for it,
+ * and the shard must have asked for the mapping's password.
  */
 static void *
 pg_connect(const CdConnInfo *info, CdRemoteError *err)
 {
-	const char **keywords = palloc(sizeof(char *) * (info->noptions + 4));
-	const char **values = palloc(sizeof(char *) * (info->noptions + 4));
+	const char **keywords = palloc(sizeof(char *) * (info->noptions + 7));
+	const char **values = palloc(sizeof(char *) * (info->noptions + 7));
 	int			n = 0;
 	int			timeout_ms = PG_DEFAULT_CONNECT_TIMEOUT_MS;
+	bool		has_sslcert = false;
+	bool		has_sslkey = false;
+	bool		has_gssencmode = false;
 	TimestampTz deadline;
 	PgHandle   *handle;
 	PGconn	   *conn;
-	PostgresPollingStatusType poll = PGRES_POLLING_WRITING;
-	PGresult   *res;
+	bool		up;
+	bool		timed_out = false;
+	bool		setup_ok = false;
 
 	for (int i = 0; i < info->noptions; i++)
 	{
-		keywords[n] = info->options[i].keyword;
+		const char *k = info->options[i].keyword;
+
+		/* under the rule the mapping's password is the only credential */
+		if (info->require_password && strcmp(k, "passfile") == 0)
+			continue;
+		keywords[n] = k;
 		values[n] = info->options[i].value;
-		if (strcmp(keywords[n], "connect_timeout") == 0)
+		if (strcmp(k, "connect_timeout") == 0)
 			timeout_ms = Max(atoi(values[n]), 1) * 1000;
+		has_sslcert |= strcmp(k, "sslcert") == 0;
+		has_sslkey |= strcmp(k, "sslkey") == 0;
+		has_gssencmode |= strcmp(k, "gssencmode") == 0;
 		n++;
 	}
 	keywords[n] = "fallback_application_name";
 	values[n++] = "collegedb";
 	keywords[n] = "client_encoding";
 	values[n++] = GetDatabaseEncodingName();
+	if (info->require_password)
+	{
+		keywords[n] = "passfile";
+		values[n++] = PG_NOWHERE;
+		if (!has_sslcert)
+		{
+			keywords[n] = "sslcert";
+			values[n++] = PG_NOWHERE;
+		}
+		if (!has_sslkey)
+		{
+			keywords[n] = "sslkey";
+			values[n++] = PG_NOWHERE;
+		}
+		if (!has_gssencmode)
+		{
+			keywords[n] = "gssencmode";
+			values[n++] = "disable";
+		}
+	}
 	keywords[n] = NULL;
 	values[n] = NULL;
+
+	handle = calloc(1, sizeof(PgHandle));
+	if (handle == NULL || !pg_keep_options(handle, keywords, values, n))
+	{
+		pg_free_handle(handle);
+		AdapterSetError(err, "53200", true, "out of memory", NULL, NULL);
+		return NULL;
+	}
+	strlcpy(handle->shard, info->shard, NAMEDATALEN);
 
 	conn = PQconnectStartParams(keywords, values, false);
 	if (conn == NULL)
 	{
+		pg_free_handle(handle);
 		AdapterSetError(err, "08001", true, "out of memory in libpq", NULL, NULL);
 		return NULL;
 	}
+	handle->conn = conn;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
 	PG_TRY();
 	{
-		while (PQstatus(conn) != CONNECTION_BAD && poll != PGRES_POLLING_OK &&
-			   poll != PGRES_POLLING_FAILED)
+		up = pg_connect_poll(conn, deadline, true, &timed_out);
+		/* postgres_fdw's rule: see remote/connection.c */
+		if (up && info->require_password && !PQconnectionUsedPassword(conn))
+			up = false;
+		else if (up)
 		{
-			if (!pg_wait(conn, poll == PGRES_POLLING_READING ?
-						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline))
-				break;
-			poll = PQconnectPoll(conn);
+			/* sends never block from here on: pg_poll flushes what is left */
+			PQsetNoticeReceiver(conn, pg_notice_receiver, handle->shard);
+			if (PQsetnonblocking(conn, 1) == 0)
+				setup_ok = pg_simple_query(conn, PG_SESSION_SETUP, deadline, true, err);
+			else
+				pg_fill_error(conn, NULL, err);
 		}
 	}
 	PG_CATCH();
 	{
-		PQfinish(conn);
+		pg_free_handle(handle);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	if (poll != PGRES_POLLING_OK || PQstatus(conn) != CONNECTION_OK)
+	if (!up)
 	{
-		if (poll != PGRES_POLLING_FAILED && PQstatus(conn) != CONNECTION_BAD)
+		if (timed_out)
 			AdapterSetError(err, "08001", true, "timeout expired", NULL, NULL);
+		else if (PQstatus(conn) == CONNECTION_OK)
+			AdapterSetError(err, "2F003", true, "password is required",
+							"Non-superuser cannot connect if the server does not request a password.",
+							"Target server's authentication method must be changed or set the password_required=false in the user mapping attributes.");
 		else
 		{
 			pg_fill_error(conn, NULL, err);
 			memcpy(err->sqlstate, "08001", 6);
 		}
-		PQfinish(conn);
+		pg_free_handle(handle);
 		return NULL;
 	}
-
-	/* postgres_fdw's rule: see remote/connection.c */
-	if (info->require_password && !PQconnectionUsedPassword(conn))
+	if (!setup_ok)
 	{
-		PQfinish(conn);
-		AdapterSetError(err, "2F003", true, "password is required",
-						"Non-superuser cannot connect if the server does not request a password.",
-						"Target server's authentication method must be changed or set the password_required=false in the user mapping attributes.");
-		return NULL;
-	}
-
-	handle = malloc(sizeof(PgHandle));
-	if (handle == NULL)
-	{
-		PQfinish(conn);
-		AdapterSetError(err, "53200", true, "out of memory", NULL, NULL);
-		return NULL;
-	}
-	memset(handle, 0, sizeof(PgHandle));
-	handle->conn = conn;
-	strlcpy(handle->shard, info->shard, NAMEDATALEN);
-	PQsetNoticeReceiver(conn, pg_notice_receiver, handle->shard);
-
-	/* one round trip at connect time, blocking is acceptable here */
-	res = PQexec(conn, "SET datestyle = ISO; SET intervalstyle = postgres; "
-				 "SET extra_float_digits = 3; SET standard_conforming_strings = on; "
-				 "SET timezone = 'UTC'");
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		pg_fill_error(conn, res, err);
 		memcpy(err->sqlstate, "08001", 6);
 		err->connection_lost = true;
-		PQclear(res);
-		PQfinish(conn);
-		free(handle);
-		return NULL;
-	}
-	PQclear(res);
-
-	/* sends never block: pg_poll flushes what is left */
-	if (PQsetnonblocking(conn, 1) != 0)
-	{
-		pg_fill_error(conn, NULL, err);
-		PQfinish(conn);
-		free(handle);
+		pg_free_handle(handle);
 		return NULL;
 	}
 	return handle;
@@ -264,31 +490,40 @@ pg_connect(const CdConnInfo *info, CdRemoteError *err)
 static void
 pg_close(void *h)
 {
-	PgHandle   *handle = h;
-
-	if (handle == NULL)
-		return;
-	PQfinish(handle->conn);
-	if (handle->statement_context)
-		MemoryContextDelete(handle->statement_context);
-	free(handle);
+	pg_free_handle((PgHandle *) h);
 }
 
 /*
- * pg_cancel asks the shard to cancel the running statement.
+ * pg_cancel asks the shard to cancel the running statement, within
+ * 'timeout_ms' and without throwing.  libpq's PQcancel would block without
+ * a bound on a shard host that stopped answering, so the request goes as
+ * pg_cancel_backend() over a second connection with the same options,
+ * driven without blocking; the shard allows it, since it comes from the
+ * same role.
  */
 static void
-pg_cancel(void *h)
+pg_cancel(void *h, int timeout_ms)
 {
 	PgHandle   *handle = h;
-	PGcancel   *cancel = PQgetCancel(handle->conn);
-	char		errbuf[256];
+	int			pid = PQbackendPID(handle->conn);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Max(timeout_ms, 1));
+	PGconn	   *c;
+	bool		timed_out;
+	char		sql[64];
 
-	if (cancel)
+	if (pid == 0 || handle->keywords == NULL)
+		return;
+	c = PQconnectStartParams((const char *const *) handle->keywords,
+							 (const char *const *) handle->values, false);
+	if (c == NULL)
+		return;
+	if (pg_connect_poll(c, deadline, false, &timed_out) && PQsetnonblocking(c, 1) == 0)
 	{
-		(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-		PQfreeCancel(cancel);
+		snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_cancel_backend(%d)", pid);
+		(void) pg_simple_query(c, sql, deadline, false, NULL);
 	}
+	PQfinish(c);
 }
 
 static int
@@ -335,32 +570,57 @@ pg_kind(Oid type)
 }
 
 /*
+ * pg_columns reads a statement's row description, once: the value kinds
+ * and the per-row buffers, in the statement's context, and the column
+ * names for the sink.
+ */
+static void
+pg_columns(PgHandle *handle, PGresult *res, CdRowSink *sink)
+{
+	int			ncols = PQnfields(res);
+	MemoryContext old = MemoryContextSwitchTo(handle->statement_context);
+	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
+
+	handle->ncols = ncols;
+	handle->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
+	handle->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
+	handle->unescaped = palloc0(sizeof(unsigned char *) * Max(ncols, 1));
+	for (int c = 0; c < ncols; c++)
+	{
+		names[c] = PQfname(res, c);
+		handle->kinds[c] = pg_kind(PQftype(res, c));
+	}
+	MemoryContextSwitchTo(old);
+	handle->columns_sent = true;
+	if (sink)
+		sink->columns(sink, ncols, names);
+}
+
+/*
+ * pg_free_unescaped frees the row's unescaped bytea values.
+ */
+static void
+pg_free_unescaped(PgHandle *handle)
+{
+	for (int c = 0; c < handle->ncols; c++)
+	{
+		if (handle->unescaped[c])
+			PQfreemem(handle->unescaped[c]);
+		handle->unescaped[c] = NULL;
+	}
+}
+
+/*
  * pg_deliver hands the rows of a result (one row in single-row mode) to
- * the sink, sending the column names first, once per statement.
+ * the sink, each with the row context current and reset after it: nothing
+ * is allocated per row that outlives the row.
  */
 static void
 pg_deliver(PgHandle *handle, PGresult *res, CdRowSink *sink)
 {
-	int			ncols = PQnfields(res);
 	int			nrows = PQntuples(res);
-	CdCell	   *cells = palloc(sizeof(CdCell) * Max(ncols, 1));
-	unsigned char **unescaped = palloc0(sizeof(unsigned char *) * Max(ncols, 1));
+	CdCell	   *cells = handle->cells;
 
-	if (!handle->columns_sent)
-	{
-		const char **names = palloc(sizeof(char *) * Max(ncols, 1));
-
-		handle->kinds = MemoryContextAlloc(handle->statement_context,
-										   sizeof(CdValueKind) * Max(ncols, 1));
-		for (int c = 0; c < ncols; c++)
-		{
-			names[c] = PQfname(res, c);
-			handle->kinds[c] = pg_kind(PQftype(res, c));
-		}
-		handle->columns_sent = true;
-		if (sink)
-			sink->columns(sink, ncols, names);
-	}
 	if (sink == NULL)
 		return;
 
@@ -368,7 +628,7 @@ pg_deliver(PgHandle *handle, PGresult *res, CdRowSink *sink)
 	{
 		for (int r = 0; r < nrows; r++)
 		{
-			for (int c = 0; c < ncols; c++)
+			for (int c = 0; c < handle->ncols; c++)
 			{
 				cells[c].kind = handle->kinds[c];
 				cells[c].isnull = PQgetisnull(res, r, c);
@@ -378,29 +638,22 @@ pg_deliver(PgHandle *handle, PGresult *res, CdRowSink *sink)
 				{
 					size_t		len;
 
-					unescaped[c] = PQunescapeBytea((unsigned char *) cells[c].data, &len);
-					if (unescaped[c] == NULL)
+					handle->unescaped[c] = PQunescapeBytea((unsigned char *) cells[c].data, &len);
+					if (handle->unescaped[c] == NULL)
 						ereport(ERROR,
 								(errcode(ERRCODE_OUT_OF_MEMORY),
 								 errmsg("out of memory")));
-					cells[c].data = (char *) unescaped[c];
+					cells[c].data = (char *) handle->unescaped[c];
 					cells[c].len = len;
 				}
 			}
-			sink->row(sink, ncols, cells);
-			for (int c = 0; c < ncols; c++)
-			{
-				if (unescaped[c])
-					PQfreemem(unescaped[c]);
-				unescaped[c] = NULL;
-			}
+			AdapterDeliverRow(sink, handle->ncols, cells, handle->row_context);
+			pg_free_unescaped(handle);
 		}
 	}
 	PG_CATCH();
 	{
-		for (int c = 0; c < ncols; c++)
-			if (unescaped[c])
-				PQfreemem(unescaped[c]);
+		pg_free_unescaped(handle);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -410,20 +663,42 @@ pg_deliver(PgHandle *handle, PGresult *res, CdRowSink *sink)
  * pg_send starts the setup commands and the statement without waiting:
  * one pipeline when there are setup commands, and single-row mode for the
  * statement, so that rows reach the sink as they arrive and no result is
- * ever held whole in memory.  See adapter.h.
+ * ever held whole in memory.  A statement with more parameters than the
+ * protocol carries fails before anything is sent; a send that fails
+ * midway loses the connection.  See adapter.h.
  */
 static bool
 pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
-		int nparams, const CdParam *params, CdRemoteError *err)
+		int nparams, const CdParam *params, int flags, CdRemoteError *err)
 {
 	PgHandle   *handle = h;
 	PGconn	   *conn = handle->conn;
-	Oid		   *types = palloc(sizeof(Oid) * Max(nparams, 1));
-	const char **values = palloc(sizeof(char *) * Max(nparams, 1));
-	int		   *lengths = palloc(sizeof(int) * Max(nparams, 1));
-	int		   *formats = palloc(sizeof(int) * Max(nparams, 1));
+	MemoryContext old;
+	Oid		   *types;
+	const char **values;
+	int		   *lengths;
+	int		   *formats;
 	bool		sent = true;
 
+	if (AdapterTooManyParams(nparams, PG_MAX_PARAMS, "a PostgreSQL", err))
+		return false;
+
+	if (handle->statement_context == NULL)
+	{
+		handle->statement_context = AllocSetContextCreate(TopMemoryContext,
+														  "collegedb pg statement",
+														  ALLOCSET_SMALL_SIZES);
+		handle->row_context = AllocSetContextCreate(handle->statement_context,
+													"collegedb pg row",
+													ALLOCSET_DEFAULT_SIZES);
+	}
+	MemoryContextReset(handle->row_context);
+	MemoryContextResetOnly(handle->statement_context);
+	old = MemoryContextSwitchTo(handle->statement_context);
+	types = palloc(sizeof(Oid) * Max(nparams, 1));
+	values = palloc(sizeof(char *) * Max(nparams, 1));
+	lengths = palloc(sizeof(int) * Max(nparams, 1));
+	formats = palloc(sizeof(int) * Max(nparams, 1));
 	for (int i = 0; i < nparams; i++)
 	{
 		const CdParam *p = &params[i];
@@ -451,12 +726,8 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 				break;
 		}
 	}
+	MemoryContextSwitchTo(old);
 
-	if (handle->statement_context == NULL)
-		handle->statement_context = AllocSetContextCreate(TopMemoryContext,
-														  "collegedb pg statement",
-														  ALLOCSET_SMALL_SIZES);
-	MemoryContextReset(handle->statement_context);
 	handle->pipeline = nsetup > 0;
 	handle->queries = nsetup + 1;
 	handle->current = 0;
@@ -464,7 +735,11 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 	handle->columns_sent = false;
 	handle->rows = 0;
 	handle->failed = false;
+	handle->is_commit = (flags & CD_EXEC_COMMIT) != 0;
+	handle->ncols = 0;
 	handle->kinds = NULL;
+	handle->cells = NULL;
+	handle->unescaped = NULL;
 
 	if (handle->pipeline)
 	{
@@ -480,7 +755,15 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 		handle->single_row = PQsetSingleRowMode(conn);
 	if (!sent)
 	{
+		/*
+		 * Part of it may be queued, or on the wire, without the Sync that
+		 * would end the pipeline: nothing can bring this connection back in
+		 * step (a ROLLBACK would wait forever), so it is lost.
+		 */
 		pg_fill_error(conn, NULL, err);
+		err->connection_lost = true;
+		if (strncmp(err->sqlstate, "08", 2) != 0)
+			memcpy(err->sqlstate, "08006", 6);
 		return false;
 	}
 	return true;
@@ -489,7 +772,8 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 /*
  * pg_poll makes progress on the statement started by pg_send without
  * blocking: flushes what is left to send, reads what has arrived, and
- * hands complete rows to the sink.  See adapter.h.
+ * hands complete rows to the sink.  A COMMIT that the shard answers with
+ * ROLLBACK (its transaction had failed) is a failure.  See adapter.h.
  */
 static CdPollResult
 pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
@@ -501,6 +785,7 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 	if (flush < 0 || !PQconsumeInput(conn))
 	{
 		pg_fill_error(conn, NULL, err);
+		err->connection_lost = true;
 		return CD_POLL_FAILED;
 	}
 	if (flush > 0)
@@ -551,6 +836,8 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 		{
 			if ((st == PGRES_SINGLE_TUPLE || st == PGRES_TUPLES_OK) && last && !handle->failed)
 			{
+				if (!handle->columns_sent)
+					pg_columns(handle, res, sink);
 				pg_deliver(handle, res, sink);
 				handle->rows += PQntuples(res);
 			}
@@ -558,7 +845,16 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 			{
 				char	   *n = PQcmdTuples(res);
 
-				handle->rows = n[0] ? strtoi64(n, NULL, 10) : 0;
+				if (handle->is_commit && strcmp(PQcmdStatus(res), "ROLLBACK") == 0)
+				{
+					AdapterSetError(err, "40000", false,
+									"the shard rolled back the transaction instead of committing it",
+									"A statement had failed in the shard's transaction, which aborted it.",
+									NULL);
+					handle->failed = true;
+				}
+				else
+					handle->rows = n[0] ? strtoi64(n, NULL, 10) : 0;
 			}
 			else if ((st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) && !handle->failed)
 			{
@@ -587,34 +883,56 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
  * pg_exec runs a statement to completion: pg_send, then pg_poll while
  * waiting on the socket and the latch, so that a cancel or
  * statement_timeout interrupts it; the shard's query is then cancelled
- * before the error goes on.  See adapter.h.
+ * before the error goes on.  The waits' deadline is AdapterExecDeadline's:
+ * a cleanup gives up after collegedb.cleanup_timeout, or at once on a
+ * pending cancel or termination; a COMMIT after statement_timeout.  See
+ * adapter.h.
  */
 static bool
 pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
-		int nparams, const CdParam *params, CdRowSink *sink,
+		int nparams, const CdParam *params, int flags, CdRowSink *sink,
 		int64 *rows_affected, CdRemoteError *err)
 {
 	PgHandle   *handle = h;
+	bool		interruptible;
+	TimestampTz deadline = AdapterExecDeadline(flags, &interruptible);
 	CdPollResult result = CD_POLL_FAILED;
 
 	*rows_affected = 0;
-	if (!pg_send(h, nsetup, setup, sql, nparams, params, err))
+	if (!pg_send(h, nsetup, setup, sql, nparams, params, flags, err))
 		return false;
 	PG_TRY();
 	{
 		while ((result = pg_poll(h, sink, rows_affected, err)) == CD_POLL_READ ||
 			   result == CD_POLL_WRITE)
-			pg_wait(handle->conn, result == CD_POLL_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, 0);
+		{
+			if (!pg_wait(handle->conn, result == CD_POLL_READ ?
+						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
+			{
+				AdapterSetGaveUp(err, flags);
+				result = CD_POLL_FAILED;
+				break;
+			}
+		}
 	}
 	PG_CATCH();
 	{
 		if (PQstatus(handle->conn) == CONNECTION_OK &&
 			PQtransactionStatus(handle->conn) == PQTRANS_ACTIVE)
-			pg_cancel(h);
+			pg_cancel(h, CollegeCleanupTimeout);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	return result == CD_POLL_DONE;
+}
+
+/*
+ * pg_scan classifies a statement by PostgreSQL's lexical rules.
+ */
+static CdStatementShape
+pg_scan(const char *sql)
+{
+	return LexerScan(sql, &pg_lexer_rules, NULL, NULL, NULL);
 }
 
 /*
@@ -735,6 +1053,9 @@ const CdAdapter CdPostgresAdapter = {
 	.option_ok = pg_option_ok,
 	.check_options = pg_check_options,
 	.valid_options = pg_valid_options,
+	.scan = pg_scan,
+	.max_params = PG_MAX_PARAMS,
+	.max_key_length = 0,
 	.sql_begin = "BEGIN",
 	.sql_commit = "COMMIT",
 	.sql_rollback = "ROLLBACK",

@@ -14,12 +14,13 @@
  * released, never from inside an SQLite callback.
  *
  * It does not cache connections, track transaction nesting, retry or add
- * the shard's name to errors: the remote layer (src/remote/) does.  It
- * does not load SQLite extensions, and it refuses ATTACH (and VACUUM INTO)
- * of files: a shard is one file, and statements sent to it must not reach
- * other files the server's operating-system user can write.
+ * the shard's name to errors: the remote layer (src/remote/) does.  Every
+ * connection runs in the sandbox of sqlite_sandbox.c (no extensions, no
+ * other files, no pointers, no hand-written schema, tight limits, an
+ * allow-list authorizer), and a statement the remote layer runs as a read
+ * must be one by SQLite's own parser (sqlite3_stmt_readonly).
  *
- * sqlite3.h is included here and nowhere else.
+ * sqlite3.h is included by the SQLite adapter's files and nowhere else.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,10 +39,12 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "adapters/adapter.h"
-#include "remote/placeholders.h"
+#include "adapters/lexer.h"
+#include "adapters/sqlite_sandbox.h"
 
 /* default for the busy_timeout server option, in milliseconds */
 #define CD_SQLITE_DEFAULT_BUSY_TIMEOUT	5000
@@ -64,6 +67,7 @@ typedef struct SqliteConn
 	bool		interrupted;	/* a handler gave up for a PG interrupt */
 	bool		in_transaction; /* a transaction was open before the call */
 	bool		transaction_lost;	/* SQLite rolled it back on its own */
+	SqliteSandbox sandbox;		/* the authorizer's state */
 } SqliteConn;
 
 /* what a result column's declared type adds to its values' storage class */
@@ -84,6 +88,25 @@ static const char *const sqlite_server_options[] = {
 
 static const char *const sqlite_user_mapping_options[] = {
 	"user", "password", NULL
+};
+
+static const char *const sqlite_read_words[] = {
+	"select", "values", "with", "explain", NULL
+};
+static const char *const sqlite_write_words[] = {
+	"insert", "update", "delete", "into", NULL
+};
+static const char *const sqlite_transaction_words[] = {
+	"begin", "commit", "end", "rollback", "savepoint", "release", NULL
+};
+
+static const CdLexerRules sqlite_lexer_rules = {
+	.backtick_idents = true,
+	.bracket_idents = true,
+	.strings_are_names = true,
+	.read_words = sqlite_read_words,
+	.write_words = sqlite_write_words,
+	.transaction_words = sqlite_transaction_words,
 };
 
 /*
@@ -222,13 +245,14 @@ static const SqliteMessageState sqlite_message_states[] = {
 static void *sqlite_connect(const CdConnInfo *info, CdRemoteError *err);
 static bool sqlite_exec(void *handle, int nsetup, const char *const *setup,
 						const char *sql, int nparams, const CdParam *params,
-						CdRowSink *sink, int64 *rows_affected,
+						int flags, CdRowSink *sink, int64 *rows_affected,
 						CdRemoteError *err);
 static void sqlite_close(void *handle);
 static bool sqlite_option_ok(const char *keyword, Oid catalog);
 static void sqlite_check_options(List *options, Oid catalog);
 static char *sqlite_valid_options(Oid catalog);
 static char *sqlite_quote_ident(const char *ident);
+static CdStatementShape sqlite_scan(const char *sql);
 
 /*
  * sqlite_interrupt_wanted tells whether PostgreSQL has a cancel or a
@@ -288,21 +312,6 @@ sqlite_progress_handler(void *arg)
 		return 1;
 	}
 	return 0;
-}
-
-/*
- * sqlite_authorizer refuses to ATTACH database files.  An empty name or
- * ":memory:" is a private temporary database (plain VACUUM attaches one),
- * which is harmless; any other file is not the shard.
- */
-static int
-sqlite_authorizer(void *arg, int action, const char *arg1, const char *arg2,
-				  const char *dbname, const char *trigger)
-{
-	if (action == SQLITE_ATTACH &&
-		(arg1 == NULL || (arg1[0] != '\0' && strcmp(arg1, ":memory:") != 0)))
-		return SQLITE_DENY;
-	return SQLITE_OK;
 }
 
 /*
@@ -416,13 +425,23 @@ sqlite_set_error(sqlite3 *db, int rc, CdRemoteError *err)
 			hint = "Another connection holds a lock on the SQLite database; "
 				"retry, or raise the server's busy_timeout option.";
 			break;
-		case SQLITE_AUTH:
-			hint = "collegedb does not let statements attach other database files.";
-			break;
 	}
 
 	AdapterSetError(err, sqlstate, (rc & 0xFF) == SQLITE_CANTOPEN,
 					message, detail, hint);
+}
+
+/*
+ * sqlite_denied fills *err for something the sandbox refuses: SQLSTATE
+ * 42501, naming what.
+ */
+static void
+sqlite_denied(const char *what, CdRemoteError *err)
+{
+	AdapterSetError(err, "42501", false,
+					psprintf("SQLite shards do not allow %s", what),
+					"collegedb runs statements on SQLite shards in a sandbox.",
+					"See the Security section of collegedb's README for what statements may do on SQLite shards.");
 }
 
 /*
@@ -444,6 +463,8 @@ sqlite_fail(SqliteConn *conn, int rc, sqlite3_stmt *stmt, CdRemoteError *err)
 	bool		lost;
 
 	sqlite_set_error(conn->db, rc, err);
+	if (conn->sandbox.denied[0] != '\0')
+		sqlite_denied(conn->sandbox.denied, err);
 
 	if (stmt != NULL)
 		sqlite3_finalize(stmt);
@@ -631,7 +652,7 @@ sqlite_apply_journal_mode(SqliteConn *conn, const char *mode, char **detail)
 /*
  * sqlite_connect opens the shard's database file and prepares the
  * connection: extended result codes, interruptible lock waits and
- * statements, foreign keys, the journal mode, no ATTACH.  It reads the
+ * statements, foreign keys, the journal mode, then the sandbox.  It reads the
  * file's header once so that a file that is not a database fails here, as
  * a connection failure, rather than at the first statement.
  */
@@ -746,10 +767,21 @@ sqlite_connect(const CdConnInfo *info, CdRemoteError *err)
 
 	/*
 	 * Only now: defensive mode refuses journal_mode = off, which the server
-	 * options allow on purpose.
+	 * options allow on purpose.  A connection SQLite does not fully
+	 * sandbox is not used.
 	 */
-	sqlite3_db_config(conn->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-	sqlite3_set_authorizer(conn->db, sqlite_authorizer, NULL);
+	{
+		const char *step = NULL;
+
+		rc = SqliteSandboxApply(conn->db, &conn->sandbox, &step);
+		if (rc != SQLITE_OK)
+		{
+			sqlite_connect_error(conn, database, rc,
+								 psprintf("SQLite refused the sandbox setting %s.", step),
+								 err);
+			return NULL;
+		}
+	}
 
 	return conn;
 }
@@ -1050,9 +1082,10 @@ sqlite_fill_cells(sqlite3_stmt *stmt, int ncols, const SqliteColumnHint *hints,
 
 /*
  * sqlite_step_all steps 'stmt' to the end, sending the column names once
- * (when the statement has columns and ran) and every row to 'sink'.
- * Returns the last step's result code and the row count in *nrows.  May
- * throw (sink callbacks, interrupts); the caller finalizes then.
+ * (when the statement has columns and ran) and every row to 'sink', in a
+ * row context reset after each row.  Returns the last step's result code
+ * and the row count in *nrows.  May throw (sink callbacks, interrupts); the
+ * caller finalizes then.
  */
 static int
 sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
@@ -1062,10 +1095,14 @@ sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
 	SqliteColumnHint *hints = NULL;
 	CdCell	   *cells = NULL;
 	char	   *numbuf = NULL;
+	MemoryContext row_context = NULL;
 	int			rc;
 
 	if (sink != NULL && ncols > 0)
 	{
+		row_context = AllocSetContextCreate(CurrentMemoryContext,
+											"collegedb sqlite row",
+											ALLOCSET_DEFAULT_SIZES);
 		hints = palloc(sizeof(SqliteColumnHint) * ncols);
 		cells = palloc(sizeof(CdCell) * ncols);
 		numbuf = palloc((Size) ncols * CD_SQLITE_NUMBUF);
@@ -1101,7 +1138,7 @@ sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
 		if (sink != NULL && ncols > 0)
 		{
 			sqlite_fill_cells(stmt, ncols, hints, cells, numbuf);
-			sink->row(sink, ncols, cells);
+			AdapterDeliverRow(sink, ncols, cells, row_context);
 		}
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -1111,6 +1148,7 @@ sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
 		pfree(hints);
 		pfree(cells);
 		pfree(numbuf);
+		MemoryContextDelete(row_context);
 	}
 	return rc;
 }
@@ -1119,14 +1157,17 @@ sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
  * sqlite_exec runs the setup commands, then 'sql' with its parameters,
  * streaming rows to 'sink'.  See adapter.h for the contract.
  *
- * The statement is checked to be exactly one command by SQLite's own
- * parser (the tail it leaves), not by the placeholder scanner, because
- * only SQLite knows that the semicolons inside CREATE TRIGGER ... BEGIN
- * ... END do not end the statement.
+ * The setup commands are collegedb's own; the statement is too only with
+ * CD_EXEC_INTERNAL, else the sandbox refuses what a routed statement may
+ * not do.  A statement run as a read (CD_EXEC_READ) must be one by
+ * SQLite's own parser.  The statement is checked to be exactly one
+ * command by SQLite's parser too (the tail it leaves), not by the lexer,
+ * because only SQLite knows that the semicolons inside CREATE TRIGGER ...
+ * BEGIN ... END do not end the statement.
  */
 static bool
 sqlite_exec(void *handle, int nsetup, const char *const *setup,
-			const char *sql, int nparams, const CdParam *params,
+			const char *sql, int nparams, const CdParam *params, int flags,
 			CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 {
 	SqliteConn *conn = (SqliteConn *) handle;
@@ -1142,6 +1183,10 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	if (rows_affected)
 		*rows_affected = 0;
 	conn->interrupted = false;
+	SqliteSandboxBegin(&conn->sandbox, true);
+	/* before the setup commands: a refusal must leave the transaction as it was */
+	if (AdapterTooManyParams(nparams, CD_SQLITE_MAX_VARIABLES, "an SQLite", err))
+		return false;
 
 	/*
 	 * After SQLite rolled back a transaction on its own, only a ROLLBACK
@@ -1175,14 +1220,27 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	if (sqlite_idle_rollback(conn, sql))
 		return true;
 
+	SqliteSandboxBegin(&conn->sandbox, (flags & CD_EXEC_INTERNAL) != 0);
+
 	initStringInfo(&buf);
-	shape = PlaceholdersRewrite(sql, CD_DIALECT_SQLITE, &buf,
-								sqlite_emit_placeholder, NULL);
+	shape = LexerScan(sql, &sqlite_lexer_rules, &buf, sqlite_emit_placeholder, NULL);
 	if (shape.max_param > nparams)
 	{
 		AdapterSetError(err, "42P02", false,
 						psprintf("there is no parameter $%d", shape.max_param),
 						NULL, NULL);
+		return false;
+	}
+
+	/*
+	 * ALTER TABLE ... RENAME TO collegedb_x would slip a table in where
+	 * collegedb expects its own; the authorizer sees only the old name.
+	 */
+	if (!conn->sandbox.internal && strcmp(shape.first_word, "alter") == 0 &&
+		shape.names_reserved)
+	{
+		sqlite_denied("ALTER naming an object collegedb_... (names starting with collegedb_ are collegedb's)",
+					  err);
 		return false;
 	}
 
@@ -1200,6 +1258,15 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 		AdapterSetError(err, "42601", false,
 						"cannot run more than one command in a statement",
 						NULL, "Send each command separately.");
+		return false;
+	}
+	if ((flags & CD_EXEC_READ) && !sqlite3_stmt_readonly(stmt))
+	{
+		sqlite3_finalize(stmt);
+		AdapterSetError(err, "25006", false,
+						"statement writes, but it was sent to the SQLite shard as a read",
+						"SQLite's parser finds that the statement changes the database.",
+						NULL);
 		return false;
 	}
 
@@ -1374,6 +1441,15 @@ sqlite_check_options(List *options, Oid catalog)
 }
 
 /*
+ * sqlite_scan classifies a statement by SQLite's lexical rules.
+ */
+static CdStatementShape
+sqlite_scan(const char *sql)
+{
+	return LexerScan(sql, &sqlite_lexer_rules, NULL, NULL, NULL);
+}
+
+/*
  * sqlite_quote_ident quotes an identifier the SQL-standard way SQLite
  * understands: in double quotes, embedded double quotes doubled.
  */
@@ -1407,6 +1483,10 @@ const CdAdapter CdSqliteAdapter = {
 	.connect = sqlite_connect,
 	.exec = sqlite_exec,
 	.close = sqlite_close,
+
+	.scan = sqlite_scan,
+	.max_params = CD_SQLITE_MAX_VARIABLES,
+	.max_key_length = 0,
 
 	.option_ok = sqlite_option_ok,
 	.check_options = sqlite_check_options,

@@ -156,23 +156,6 @@ CatalogOwner(void)
 }
 
 /*
- * CatalogCallerId returns the role on whose behalf collegedb runs user
- * code (the eligibility predicate): the current user, except inside one
- * of collegedb's SECURITY DEFINER functions (they run as the catalog
- * owner), where it is the role that called them.  collegedb thus never
- * runs code that a role chose with more rights than that role has.
- */
-Oid
-CatalogCallerId(void)
-{
-	Oid			userid = GetUserId();
-
-	if (InLocalUserIdChange() && userid == CatalogOwner())
-		return GetOuterUserId();
-	return userid;
-}
-
-/*
  * CatalogAccessBegin gives the SPI statements that follow the catalog
  * owner's rights, with search_path = pg_catalog, pg_temp, until
  * CatalogAccessEnd.  The owner's rights end with the (sub)transaction if

@@ -42,7 +42,6 @@ typedef struct CdCatalogAccess
 } CdCatalogAccess;
 
 extern Oid	CatalogOwner(void);
-extern Oid	CatalogCallerId(void);
 extern void CatalogAccessBegin(CdCatalogAccess *save);
 extern void CatalogAccessEnd(const CdCatalogAccess *save);
 

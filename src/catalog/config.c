@@ -39,7 +39,9 @@ enum
 	Anum_config_eligible,
 	Anum_config_migration_concurrency,
 	Anum_config_region_prefixed_keys,
-	Natts_config = Anum_config_region_prefixed_keys
+	/* added by collegedb--0.1--0.2.sql (issue 14) */
+	Anum_config_eligible_owner,
+	Natts_config = Anum_config_eligible_owner
 };
 
 static const char *const strategy_names[] = {
@@ -130,10 +132,14 @@ load_config(void)
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
-		Datum		v[Natts_config];
-		bool		n[Natts_config];
+		TupleDesc	desc = RelationGetDescr(rel);
+		int			natts = Max(desc->natts, Natts_config);
+		Datum	   *v = palloc0(sizeof(Datum) * natts);
+		bool	   *n = palloc(sizeof(bool) * natts);
 
-		heap_deform_tuple(tuple, RelationGetDescr(rel), v, n);
+		/* columns a not yet updated table lacks read as null */
+		memset(n, true, sizeof(bool) * natts);
+		heap_deform_tuple(tuple, desc, v, n);
 		config.strategy = strategy_of(v[Anum_config_strategy - 1]);
 		config.read_strategy = n[Anum_config_read_strategy - 1] ? config.strategy :
 			strategy_of(v[Anum_config_read_strategy - 1]);
@@ -154,6 +160,8 @@ load_config(void)
 			DatumGetObjectId(v[Anum_config_eligible - 1]);
 		config.migration_concurrency = DatumGetInt32(v[Anum_config_migration_concurrency - 1]);
 		config.region_prefixed_keys = DatumGetBool(v[Anum_config_region_prefixed_keys - 1]);
+		config.eligible_owner = n[Anum_config_eligible_owner - 1] ? InvalidOid :
+			DatumGetObjectId(v[Anum_config_eligible_owner - 1]);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

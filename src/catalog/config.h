@@ -35,6 +35,7 @@ typedef struct CdConfig
 	int64		size_cache_ttl_ms;
 	int64		mapping_cache_ttl_ms;
 	Oid			eligible;		/* InvalidOid when unset */
+	Oid			eligible_owner; /* the role that configured it, which runs it */
 	int			migration_concurrency;
 	bool		region_prefixed_keys;
 } CdConfig;

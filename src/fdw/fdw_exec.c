@@ -3,8 +3,8 @@
  * fdw_exec.c
  *	  Executing scans and modifications of collegedb foreign tables.
  *
- * A scan with a routing key runs its statement once per key through the
- * router (mapping or computed placement, tombstone hops), so each key
+ * A scan with a routing key runs its statement once per distinct key
+ * through the router (mapping or computed placement, tombstone hops), so each key
  * reaches the shard it lives on.  A scan without one runs on every shard
  * of the read set at once (the fan-out), and fails when a shard fails
  * unless collegedb.fanout_partial is on (then a WARNING names the skipped
@@ -238,6 +238,51 @@ key_text(Datum value, Oid type)
 	return OidOutputFunctionCall(output, value);
 }
 
+typedef struct KeyText
+{
+	char	   *text;
+	int			index;
+} KeyText;
+
+static int
+key_text_cmp(const void *a, const void *b)
+{
+	const KeyText *x = a;
+	const KeyText *y = b;
+	int			c = strcmp(x->text, y->text);
+
+	return c != 0 ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/*
+ * distinct_keys renders each key as key_text does, in the order given,
+ * with NULL for a null key and for a repeat of an earlier one: the
+ * statement runs once per key, and a key listed twice (IN ('a', 'a'))
+ * must not read its rows twice, or update them twice.
+ */
+static char **
+distinct_keys(Datum *keys, bool *keynulls, int nkeys, Oid type)
+{
+	char	  **texts = palloc0(sizeof(char *) * Max(nkeys, 1));
+	KeyText    *sorted = palloc(sizeof(KeyText) * Max(nkeys, 1));
+	int			n = 0;
+
+	for (int i = 0; i < nkeys; i++)
+	{
+		if (keynulls[i])
+			continue;
+		texts[i] = key_text(keys[i], type);
+		sorted[n].text = texts[i];
+		sorted[n++].index = i;
+	}
+	qsort(sorted, n, sizeof(KeyText), key_text_cmp);
+	for (int i = 1; i < n; i++)
+		if (strcmp(sorted[i].text, sorted[i - 1].text) == 0)
+			texts[sorted[i].index] = NULL;
+	pfree(sorted);
+	return texts;
+}
+
 /*
  * run_everywhere runs the statement on every shard of the read set at
  * once, rows to 'store'.  A failed shard fails the statement, except a
@@ -269,7 +314,8 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 		}
 		if (m == 0)
 			continue;
-		FanoutRun(shards, m, st->sql[d], nparams, params, st->is_write);
+		FanoutRun(shards, m, st->sql[d], nparams, params,
+				  st->is_write ? CD_FANOUT_WRITE : CD_FANOUT_READ);
 		for (int i = 0; i < m; i++)
 		{
 			if (shards[i].ok)
@@ -329,6 +375,7 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 		Datum	   *keys = &values[k];
 		bool	   *keynulls = &nulls[k];
 		int			nkeys = 1;
+		char	  **texts;
 
 		if (st->key_is_array && !nulls[k])
 		{
@@ -341,13 +388,14 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 			get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
 			deconstruct_array(arr, type, typlen, typbyval, typalign, &keys, &keynulls, &nkeys);
 		}
+		texts = nulls[k] ? NULL : distinct_keys(keys, keynulls, nkeys, type);
+
 		for (int i = 0; i < nkeys && !nulls[k]; i++)
 		{
-			char	   *key;
+			char	   *key = texts[i];
 
-			if (keynulls[i])
+			if (key == NULL)
 				continue;
-			key = key_text(keys[i], type);
 			ValuesToParam(keys[i], false, type, &params[k]);
 			st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
 											  st->store ? &sink.base : NULL, st->is_write);
@@ -388,12 +436,20 @@ ensure_returning_possible(FdwScanState *st)
 }
 
 /*
- * next_row puts the next stored row in the scan's slot.
+ * next_row puts the next stored row in the scan's slot.  A row read back
+ * from the tuplestore's file is allocated in the current context and the
+ * reading slot frees it when it is cleared: read it in the query's
+ * context, not in the per-tuple context the executor resets under the
+ * slot's feet (which crashed any scan that spilled past work_mem).
  */
 static TupleTableSlot *
-next_row(FdwScanState *st, TupleTableSlot *slot)
+next_row(FdwScanState *st, TupleTableSlot *slot, EState *estate)
 {
-	if (!tuplestore_gettupleslot(st->store, true, false, st->stored))
+	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+	bool		found = tuplestore_gettupleslot(st->store, true, false, st->stored);
+
+	MemoryContextSwitchTo(old);
+	if (!found)
 		return ExecClearTuple(slot);
 	return ExecCopySlot(slot, st->stored);
 }
@@ -421,7 +477,7 @@ collegedb_iterate(ForeignScanState *node)
 		run_statement(node, st, RelationGetDescr(node->ss.ss_currentRelation));
 		st->fetched = true;
 	}
-	return next_row(st, slot);
+	return next_row(st, slot, node->ss.ps.state);
 }
 
 /*
@@ -499,7 +555,7 @@ collegedb_iterate_direct_modify(ForeignScanState *node)
 	}
 	if (!returning)
 		return ExecClearTuple(slot);
-	slot = next_row(st, slot);		/* TupIsNull() evaluates its argument twice */
+	slot = next_row(st, slot, estate);	/* TupIsNull() evaluates its argument twice */
 	if (TupIsNull(slot))
 		return slot;
 	/* the local RETURNING list reads the row from the scan tuple */

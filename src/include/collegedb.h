@@ -19,6 +19,7 @@
 /* guc.c */
 extern bool CollegeAllowMultiShardModify;
 extern bool CollegeBestEffort;
+extern int	CollegeCleanupTimeout;
 extern bool CollegeFanoutPartial;
 extern bool CollegeDebug;
 extern int	CollegeMaxShards;

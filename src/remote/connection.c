@@ -10,11 +10,14 @@
  * failed mid-statement.
  *
  * The connection uses the calling role's user mapping (or PUBLIC's), and
- * on PostgreSQL shards postgres_fdw's password rule: a non-superuser must
- * have a password in the mapping, and the shard must have asked for it,
- * unless a superuser set password_required 'false' on the mapping.
- * Otherwise a role could reach a shard on the front's own host as the
- * server's OS user (peer or trust authentication).
+ * postgres_fdw's password rule, on PostgreSQL and MySQL shards: a
+ * non-superuser must have a non-empty password in the mapping, the adapter
+ * may authenticate with nothing else of the server's (password files,
+ * environment, client certificates, the OS user), and a PostgreSQL shard
+ * must have asked for the password, unless a superuser set
+ * password_required 'false' on the mapping.  Otherwise a role could reach
+ * a shard on the front's own host as the server's OS user (peer, trust or
+ * unix_socket authentication) or with the server's own credentials.
  *
  * A remote transaction is opened lazily by the first statement that needs
  * one (see execute.c); from then on it follows the front: savepoints for
@@ -153,7 +156,10 @@ mapping_options(Oid userid, Oid serverid, bool *found)
 /*
  * password_rule applies the password rule to a connection of 'userid' to
  * 'shard' with mapping options 'umopts': raises when the mapping has no
- * password, and returns whether the shard must ask for it.
+ * password (an empty one counts as none: libpq and libmariadb would then
+ * take one from the server's environment or files), and returns whether
+ * the adapter must use that password and nothing else of the server's.
+ * It covers PostgreSQL and MySQL shards; SQLite files have no login.
  */
 static bool
 password_rule(Oid userid, const CdShard *shard, List *umopts)
@@ -162,7 +168,7 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 	bool		has_password = false;
 	ListCell   *lc;
 
-	if (shard->dialect != CD_DIALECT_POSTGRES || superuser_arg(userid))
+	if (shard->dialect == CD_DIALECT_SQLITE || superuser_arg(userid))
 		return false;
 	foreach(lc, umopts)
 	{
@@ -171,7 +177,7 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 		if (strcmp(def->defname, "password_required") == 0)
 			required = defGetBoolean(def);
 		else if (strcmp(def->defname, "password") == 0)
-			has_password = true;
+			has_password = defGetString(def)[0] != '\0';
 	}
 	if (!required)
 		return false;
@@ -179,7 +185,7 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required"),
-				 errdetail("Non-superusers must provide a password in the user mapping for shard \"%s\".",
+				 errdetail("Non-superusers must provide a non-empty password in the user mapping for shard \"%s\".",
 						   shard->name),
 				 errhint("Add a password to the user mapping, or have a superuser set password_required 'false' on it.")));
 	return true;
@@ -274,8 +280,31 @@ ConnectionGet(const CdShard *shard)
 }
 
 /*
- * run_control runs a transaction-control command; false when it failed
- * (the error is dropped: the callers are cleanup paths).
+ * ConnectionIsOpen says whether the calling user's connection to 'shard'
+ * is open and will be used as it is: ConnectionGet will not connect, so
+ * it cannot fail.
+ */
+bool
+ConnectionIsOpen(const CdShard *shard)
+{
+	CdConnKey	key;
+	CdConnection *conn;
+
+	if (connections == NULL)
+		return false;
+	key.serverid = shard->serverid;
+	key.userid = GetUserId();
+	conn = hash_search(connections, &key, HASH_FIND, NULL);
+	return conn != NULL && conn->handle != NULL &&
+		!(conn->invalidated && conn->xact_depth == 0);
+}
+
+/*
+ * run_control runs a transaction-control command as a cleanup: it waits at
+ * most collegedb.cleanup_timeout, and not at all once a cancel or
+ * termination is pending (at abort, interrupts are held and nothing else
+ * could end the wait).  False when it failed (the error is dropped: the
+ * callers are cleanup paths); a connection that did not answer is closed.
  */
 static bool
 run_control(CdConnection *conn, const char *sql)
@@ -288,7 +317,9 @@ run_control(CdConnection *conn, const char *sql)
 		return false;
 	memset(&err, 0, sizeof(err));
 	conn->in_flight = true;
-	ok = conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL, NULL, &rows, &err);
+	conn->in_flight_level = GetCurrentTransactionNestLevel();
+	ok = conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL,
+							 CD_EXEC_INTERNAL | CD_EXEC_CLEANUP, NULL, &rows, &err);
 	conn->in_flight = false;
 	if (!ok && err.connection_lost)
 		ConnectionClose(conn);
@@ -335,8 +366,9 @@ commit_remote(CdConnection *conn)
 
 	memset(&err, 0, sizeof(err));
 	conn->in_flight = true;
+	conn->in_flight_level = GetCurrentTransactionNestLevel();
 	if (!conn->adapter->exec(conn->handle, 0, NULL, conn->adapter->sql_commit,
-							 0, NULL, NULL, &rows, &err))
+							 0, NULL, CD_EXEC_INTERNAL | CD_EXEC_COMMIT, NULL, &rows, &err))
 	{
 		conn->in_flight = false;
 		/* the abort that follows rolls back what the shard still holds open */
@@ -345,8 +377,11 @@ commit_remote(CdConnection *conn)
 			ConnectionClose(conn);
 			conn->xact_depth = 0;
 		}
+		else if (strcmp(err.sqlstate, "40000") == 0)
+			conn->xact_depth = 0;	/* the shard already rolled back */
 		ereport(ERROR,
-				(errcode(err.connection_lost ? ERRCODE_CONNECTION_FAILURE :
+				(errcode(err.connection_lost && strcmp(err.sqlstate, "57014") != 0 ?
+						 ERRCODE_CONNECTION_FAILURE :
 						 MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
 									   err.sqlstate[3], err.sqlstate[4])),
 				 errmsg("could not commit on shard \"%s\": %s", conn->shard, err.message),
@@ -479,12 +514,15 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		char		sql[64];
 
-		if (conn->in_flight && event == SUBXACT_EVENT_ABORT_SUB)
+		if (conn->in_flight && event == SUBXACT_EVENT_ABORT_SUB &&
+			conn->in_flight_level >= level)
 		{
 			/*
-			 * A statement abandoned midway (an interrupt, a row the front
-			 * could not take): the shard may still be sending.  What it had
-			 * open before the statement is lost with the connection.
+			 * A statement of this subtransaction abandoned midway (an
+			 * interrupt, a row the front could not take): the shard may
+			 * still be sending.  What it had open before the statement is
+			 * lost with the connection.  Statements an outer level has in
+			 * flight (a fan-out's) are not this subtransaction's.
 			 */
 			if (conn->xact_depth > 0)
 				conn->doomed = true;
@@ -507,8 +545,9 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
 			memset(&err, 0, sizeof(err));
 			conn->in_flight = true;
-			if (!conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL, NULL,
-									 &rows, &err))
+			conn->in_flight_level = level;
+			if (!conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL,
+									 CD_EXEC_INTERNAL, NULL, &rows, &err))
 			{
 				conn->in_flight = false;
 				conn->doomed = true;

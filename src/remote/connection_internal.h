@@ -31,6 +31,7 @@ struct CdConnection
 	 */
 	int			xact_depth;
 	bool		in_flight;		/* a statement is on the wire */
+	int			in_flight_level;	/* the nesting level it was sent at */
 	bool		doomed;			/* remote transaction lost: fail until the
 								 * front transaction ends */
 	bool		invalidated;	/* server or mapping changed: reconnect */
@@ -51,6 +52,7 @@ typedef struct CdStatement
 	int			nparams;
 	const CdParam *params;
 	bool		is_write;
+	int			flags;			/* CD_EXEC_* for the statement */
 	bool		autocommit_only;	/* the dialect would commit implicitly */
 	int			level;			/* front transaction nesting level */
 
@@ -64,12 +66,27 @@ typedef struct CdStatement
 	int64		rows;
 } CdStatement;
 
+/* Why a statement must not be sent (StatementTryPrepare) */
+typedef struct CdStatementProblem
+{
+	int			sqlerrcode;
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+} CdStatementProblem;
+
+extern bool StatementTryPrepare(CdStatement *st, const CdShard *shard, const char *sql,
+								int nparams, const CdParam *params, bool is_write,
+								int flags, CdStatementProblem *problem);
 extern void StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
-							 int nparams, const CdParam *params, bool is_write);
+							 int nparams, const CdParam *params, bool is_write, int flags);
+extern void StatementRaiseProblem(const CdStatementProblem *problem);
+extern bool StatementTryBegin(CdStatement *st, CdStatementProblem *problem);
 extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
 extern void StatementRaise(CdStatement *st);
 
+extern bool ConnectionIsOpen(const CdShard *shard);
 extern void ConnectionClose(CdConnection *conn);
 extern bool ConnectionRollbackTo(CdConnection *conn, int level);
 extern void ConnectionCommitNow(CdConnection *conn);

@@ -27,54 +27,133 @@
 #include "access/xact.h"
 #include "lib/stringinfo.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 
 #include "collegedb.h"
 #include "remote/connection_internal.h"
-#include "remote/placeholders.h"
 
 /*
- * StatementIsRead says whether 'sql' reads only: it starts with SELECT,
- * VALUES, TABLE, SHOW, EXPLAIN or WITH and has no INSERT, UPDATE, DELETE,
- * MERGE or INTO outside literals and comments.  Everything else is a write.
+ * RemoteStatementWritesOn says whether 'sql' is a write by the rules of
+ * 'shard''s dialect: whatever its adapter cannot prove a read.
  */
 bool
-StatementIsRead(const char *sql)
+RemoteStatementWritesOn(const CdShard *shard, const char *sql)
 {
-	return PlaceholdersRewrite(sql, CD_DIALECT_POSTGRES, NULL, NULL, NULL).read_only;
+	return !AdapterForDialect(shard->dialect)->scan(sql).read_only;
 }
 
 /*
- * check_statement refuses what no shard should receive: an empty string
- * and parameter counts that do not match.  Several commands in one string
- * are refused by every dialect itself (the extended protocol, a MySQL
- * connection without multi-statements, the SQLite adapter's check of what
- * its parser left over), which unlike a lexer knows that a trigger body's
- * semicolons belong to one command.
+ * RemoteStatementWrites says whether 'sql' is a write on any of 'shards'
+ * (by each one's dialect); with no shards given, on any registered shard,
+ * and with none registered, in any dialect.  A statement that may reach
+ * several dialects (a routed statement follows its key wherever it moved)
+ * is a read only when every one of them proves it is.
  */
-static CdStatementShape
-check_statement(const CdShard *shard, const char *sql, int nparams)
+bool
+RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql)
 {
-	CdStatementShape shape = PlaceholdersRewrite(sql, shard->dialect, NULL, NULL, NULL);
+	bool		dialects[CD_DIALECT_COUNT] = {false, false, false};
+	bool		any = false;
 
-	if (shape.empty)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("cannot run an empty statement on shard \"%s\"", shard->name)));
-	if (shape.max_param > nparams)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_PARAMETER),
-				 errmsg("there is no parameter $%d", shape.max_param),
-				 errdetail("The statement uses $%d but %d parameter%s given.",
-						   shape.max_param, nparams, nparams == 1 ? " was" : "s were")));
-	if (shape.max_param < nparams)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%d parameter%s given but the statement uses %s",
-						nparams, nparams == 1 ? " was" : "s were",
-						shape.max_param == 0 ? "none" : psprintf("only up to $%d", shape.max_param))));
-	return shape;
+	if (n == 0)
+	{
+		ListCell   *lc;
+
+		foreach(lc, ShardList())
+		{
+			dialects[((const CdShard *) lfirst(lc))->dialect] = true;
+			any = true;
+		}
+	}
+	for (int i = 0; i < n; i++)
+	{
+		dialects[shards[i]->dialect] = true;
+		any = true;
+	}
+	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+		if ((dialects[d] || !any) &&
+			!AdapterForDialect((CdDialect) d)->scan(sql).read_only)
+			return true;
+	return false;
+}
+
+/*
+ * statement_problem says what no shard should receive, before anything is
+ * sent: an empty string, parameter counts that do not match or that the
+ * dialect cannot carry, and transaction control, which is collegedb's own
+ * business (the shard's transaction follows the front's).  Several
+ * commands in one string are refused by every dialect itself (the
+ * extended protocol, a MySQL connection without multi-statements, the
+ * SQLite adapter's check of what its parser left over), which unlike a
+ * lexer knows that a trigger body's semicolons belong to one command.
+ * Returns false with *problem filled, or true with *shape filled.
+ */
+static bool
+statement_problem(const CdShard *shard, const char *sql, int nparams, int flags,
+				  CdStatementShape *shape, CdStatementProblem *problem)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+
+	memset(problem, 0, sizeof(*problem));
+	if (nparams > adapter->max_params)
+	{
+		problem->sqlerrcode = ERRCODE_TOO_MANY_ARGUMENTS;
+		problem->message = psprintf("cannot send %d parameters to %s shard \"%s\"",
+									nparams, adapter->name, shard->name);
+		problem->detail = psprintf("A statement on a %s shard takes at most %d parameters.",
+								   adapter->name, adapter->max_params);
+		return false;
+	}
+	*shape = adapter->scan(sql);
+	if (shape->empty)
+	{
+		problem->sqlerrcode = ERRCODE_SYNTAX_ERROR;
+		problem->message = psprintf("cannot run an empty statement on shard \"%s\"", shard->name);
+		return false;
+	}
+	if (shape->max_param > nparams)
+	{
+		problem->sqlerrcode = ERRCODE_UNDEFINED_PARAMETER;
+		problem->message = psprintf("there is no parameter $%d", shape->max_param);
+		problem->detail = psprintf("The statement uses $%d but %d parameter%s given.",
+								   shape->max_param, nparams, nparams == 1 ? " was" : "s were");
+		return false;
+	}
+	if (shape->max_param < nparams)
+	{
+		problem->sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE;
+		problem->message = psprintf("%d parameter%s given but the statement uses %s",
+									nparams, nparams == 1 ? " was" : "s were",
+									shape->max_param == 0 ? "none" :
+									psprintf("only up to $%d", shape->max_param));
+		return false;
+	}
+	if (shape->transaction_control && !(flags & CD_EXEC_INTERNAL))
+	{
+		problem->sqlerrcode = ERRCODE_FEATURE_NOT_SUPPORTED;
+		problem->message = psprintf("cannot run transaction control (%s) on shard \"%s\"",
+									shape->first_word, shard->name);
+		problem->detail = pstrdup("collegedb opens, commits and rolls back each shard's transaction with the front's.");
+		problem->hint = pstrdup("Use BEGIN, SAVEPOINT, COMMIT and ROLLBACK on the front.");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * StatementRaiseProblem raises what statement_problem found.
+ */
+void
+StatementRaiseProblem(const CdStatementProblem *problem)
+{
+	ereport(ERROR,
+			(errcode(problem->sqlerrcode),
+			 errmsg_internal("%s", problem->message),
+			 problem->detail ? errdetail_internal("%s", problem->detail) : 0,
+			 problem->hint ? errhint("%s", problem->hint) : 0));
 }
 
 /*
@@ -123,37 +202,59 @@ raise_remote_error(const CdShard *shard, const char *sql, const CdRemoteError *e
 }
 
 /*
- * StatementPrepare checks a statement for 'shard' and fills 'st'; nothing
- * is sent yet.
+ * StatementTryPrepare checks a statement for 'shard' and fills 'st'
+ * (nothing is sent yet); false with *problem filled when the statement
+ * must not be sent.  'flags': CD_EXEC_INTERNAL for collegedb's own
+ * statements; a statement that is not a write runs with CD_EXEC_READ.
  */
-void
-StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
-				 int nparams, const CdParam *params, bool is_write)
+bool
+StatementTryPrepare(CdStatement *st, const CdShard *shard, const char *sql,
+					int nparams, const CdParam *params, bool is_write, int flags,
+					CdStatementProblem *problem)
 {
-	CdStatementShape shape = check_statement(shard, sql, nparams);
+	CdStatementShape shape;
 
 	memset(st, 0, sizeof(*st));
+	if (!statement_problem(shard, sql, nparams, flags, &shape, problem))
+		return false;
 	st->shard = shard;
 	st->sql = sql;
 	st->nparams = nparams;
 	st->params = params;
 	st->is_write = is_write;
+	st->flags = flags | (is_write ? 0 : CD_EXEC_READ);
 	st->autocommit_only = commits_implicitly(AdapterForDialect(shard->dialect), &shape);
 	st->level = GetCurrentTransactionNestLevel();
+	return true;
 }
 
 /*
- * StatementBegin takes the shard's connection (connecting if needed) and
- * works out the transaction-control commands that must precede the
- * statement; the caller sends them with it.  Raises for a doomed remote
- * transaction, a connection failure, and statements the dialect would
- * commit implicitly inside an open transaction.
+ * StatementPrepare is StatementTryPrepare that raises the problem.
  */
 void
-StatementBegin(CdStatement *st)
+StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
+				 int nparams, const CdParam *params, bool is_write, int flags)
+{
+	CdStatementProblem problem;
+
+	if (!StatementTryPrepare(st, shard, sql, nparams, params, is_write, flags, &problem))
+		StatementRaiseProblem(&problem);
+}
+
+/*
+ * StatementTryBegin takes the shard's connection (connecting if needed)
+ * and works out the transaction-control commands that must precede the
+ * statement; the caller sends them with it.  False with *problem filled
+ * for a doomed remote transaction, a statement the dialect would commit
+ * implicitly inside an open transaction, and too deep a nesting; it still
+ * raises when connecting fails (see ConnectionGet).
+ */
+bool
+StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 {
 	CdConnection *conn = ConnectionGet(st->shard);
 
+	memset(problem, 0, sizeof(*problem));
 	st->conn = conn;
 	st->nsetup = 0;
 	st->was_open = conn->xact_depth > 0;
@@ -164,27 +265,33 @@ StatementBegin(CdStatement *st)
 	st->rows = 0;
 
 	if (conn->doomed)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("the transaction on shard \"%s\" was lost", st->shard->name),
-				 errdetail("The connection to the shard failed earlier in this transaction."),
-				 errhint("Roll back the transaction and retry it.")));
+	{
+		problem->sqlerrcode = ERRCODE_CONNECTION_FAILURE;
+		problem->message = psprintf("the transaction on shard \"%s\" was lost", st->shard->name);
+		problem->detail = pstrdup("The connection to the shard failed earlier in this transaction.");
+		problem->hint = pstrdup("Roll back the transaction and retry it.");
+		return false;
+	}
 
 	if (st->autocommit_only && st->was_open)
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot run this statement inside a transaction on %s shard \"%s\"",
-						conn->adapter->name, st->shard->name),
-				 errdetail("The shard would commit its open transaction first."),
-				 errhint("Run it in its own transaction.")));
+	{
+		problem->sqlerrcode = ERRCODE_ACTIVE_SQL_TRANSACTION;
+		problem->message = psprintf("cannot run this statement inside a transaction on %s shard \"%s\"",
+									conn->adapter->name, st->shard->name);
+		problem->detail = pstrdup("The shard would commit its open transaction first.");
+		problem->hint = pstrdup("Run it in its own transaction.");
+		return false;
+	}
 
 	if (st->need_xact)
 	{
 		if (st->level - conn->xact_depth + 4 > MAX_SETUP_COMMANDS)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("too many nested subtransactions to open on shard \"%s\"",
-							st->shard->name)));
+		{
+			problem->sqlerrcode = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+			problem->message = psprintf("too many nested subtransactions to open on shard \"%s\"",
+										st->shard->name);
+			return false;
+		}
 		/* conn->xact_depth follows at StatementFinish, once the shard answered */
 		if (conn->xact_depth == 0)
 			st->setup[st->nsetup++] = st->is_write ? conn->adapter->sql_begin_write :
@@ -199,6 +306,20 @@ StatementBegin(CdStatement *st)
 	 * rows stream, so the shard may still be sending.
 	 */
 	conn->in_flight = true;
+	conn->in_flight_level = st->level;
+	return true;
+}
+
+/*
+ * StatementBegin is StatementTryBegin that raises the problem.
+ */
+void
+StatementBegin(CdStatement *st)
+{
+	CdStatementProblem problem;
+
+	if (!StatementTryBegin(st, &problem))
+		StatementRaiseProblem(&problem);
 }
 
 /*
@@ -217,7 +338,8 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 	ShmemCountStatement(st->shard->name, !ok);
 	if (ok || !st->err.connection_lost)
 	{
-		if (st->need_xact)
+		/* an adapter's refusal before sending opened nothing on the shard */
+		if (st->need_xact && (ok || !st->err.nothing_sent))
 			conn->xact_depth = st->level;
 		return false;
 	}
@@ -249,10 +371,34 @@ StatementRaise(CdStatement *st)
 }
 
 /*
+ * execute runs a checked statement with retries on a stale connection;
+ * see RemoteExecute.
+ */
+static int64
+execute(CdStatement *st, CdRowSink *sink)
+{
+	for (int attempt = 0;; attempt++)
+	{
+		bool		ok;
+
+		StatementBegin(st);
+		ok = st->conn->adapter->exec(st->conn->handle, st->nsetup, st->setup, st->sql,
+									 st->nparams, st->params, st->flags, sink,
+									 &st->rows, &st->err);
+		if (StatementFinish(st, ok, attempt))
+			continue;
+		if (ok)
+			return st->rows;
+		StatementRaise(st);
+	}
+}
+
+/*
  * RemoteExecute runs 'sql' with 'params' on 'shard', streaming rows to
  * 'sink' (NULL: none), and returns the rows affected (or returned).
  * 'is_write' makes the statement join the shard's remote transaction even
- * outside a transaction block.
+ * outside a transaction block; otherwise it runs as a read, and an adapter
+ * that finds it writes refuses it.
  */
 int64
 RemoteExecute(const CdShard *shard, const char *sql, int nparams,
@@ -260,33 +406,25 @@ RemoteExecute(const CdShard *shard, const char *sql, int nparams,
 {
 	CdStatement st;
 
-	StatementPrepare(&st, shard, sql, nparams, params, is_write);
-	for (int attempt = 0;; attempt++)
-	{
-		bool		ok;
-
-		StatementBegin(&st);
-		ok = st.conn->adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
-									nparams, params, sink, &st.rows, &st.err);
-		if (StatementFinish(&st, ok, attempt))
-			continue;
-		if (ok)
-			return st.rows;
-		StatementRaise(&st);
-	}
+	StatementPrepare(&st, shard, sql, nparams, params, is_write, 0);
+	return execute(&st, sink);
 }
 
 /*
  * RemoteExecuteInternal runs one of collegedb's own statements (a move's
  * copy, tombstones, probes, sizes, the objects add_shard creates): the
- * adapters may allow these what they refuse statements a caller routed,
- * such as writes to collegedb_tombstones.  Never pass it a caller's text.
+ * adapters allow these what they refuse statements a caller routed, such
+ * as writes to collegedb_tombstones on SQLite shards.  Never pass it a
+ * caller's text.
  */
 int64
 RemoteExecuteInternal(const CdShard *shard, const char *sql, int nparams,
 					  const CdParam *params, CdRowSink *sink, bool is_write)
 {
-	return RemoteExecute(shard, sql, nparams, params, sink, is_write);
+	CdStatement st;
+
+	StatementPrepare(&st, shard, sql, nparams, params, is_write, CD_EXEC_INTERNAL);
+	return execute(&st, sink);
 }
 
 /* SQLSTATE the PostgreSQL guard raises when the key has moved */
@@ -306,6 +444,28 @@ key_param(const char *key, int key_len)
 	p.str = key;
 	p.len = key_len;
 	return p;
+}
+
+/*
+ * ensure_key_fits refuses a guarded write of a key longer than the shard's
+ * tombstone table can hold (MySQL's VARCHAR): its tombstone would be
+ * stored cut short, and the guard would never find it.
+ */
+static void
+ensure_key_fits(const CdShard *shard, const CdAdapter *adapter, const char *key,
+				int key_len)
+{
+	int			chars;
+
+	if (adapter->max_key_length <= 0)
+		return;
+	chars = pg_mbstrlen_with_len(key, key_len);
+	if (chars > adapter->max_key_length)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("key is too long for %s shard \"%s\"", adapter->name, shard->name),
+				 errdetail("The shard's tombstone table holds keys of at most %d characters; this key has %d.",
+						   adapter->max_key_length, chars)));
 }
 
 /*
@@ -332,7 +492,8 @@ RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 	CdStatement st;
 
 	*moved_to = NULL;
-	StatementPrepare(&st, shard, sql, nparams, params, true);
+	ensure_key_fits(shard, adapter, key, key_len);
+	StatementPrepare(&st, shard, sql, nparams, params, true, 0);
 	for (int attempt = 0;; attempt++)
 	{
 		bool		ok;
@@ -348,7 +509,7 @@ RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 			if (st.was_open)
 				st.setup[st.nsetup++] = "RELEASE SAVEPOINT collegedb_guard";
 			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
-							   nparams, params, sink, &st.rows, &st.err);
+							   nparams, params, st.flags, sink, &st.rows, &st.err);
 			if (!ok && strcmp(st.err.sqlstate, GUARD_MOVED_SQLSTATE) == 0)
 			{
 				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
@@ -363,7 +524,7 @@ RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 
 			CaptureRowSinkInit(&found);
 			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, adapter->guard_query,
-							   1, &kp, &found.base, &st.rows, &st.err);
+							   1, &kp, CD_EXEC_INTERNAL, &found.base, &st.rows, &st.err);
 			if (ok && found.rows != NIL)
 			{
 				CdParam    *row = linitial(found.rows);
@@ -374,7 +535,7 @@ RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 			}
 			if (ok)
 				ok = adapter->exec(st.conn->handle, 0, NULL, sql, nparams, params,
-								   sink, &st.rows, &st.err);
+								   st.flags, sink, &st.rows, &st.err);
 		}
 		if (StatementFinish(&st, ok, attempt))
 			continue;
@@ -410,4 +571,55 @@ void
 RemoteCommitNow(const CdShard *shard)
 {
 	ConnectionCommitNow(ConnectionGet(shard));
+}
+
+/*
+ * RemoteTry runs fn(arg) in an internal subtransaction, for a caller that
+ * goes on after a failure: true when fn returned; otherwise the
+ * subtransaction is rolled back (and with it the shards' part, back to
+ * its savepoint, so that no remote transaction stays aborted) and the
+ * error is returned in *failure (may be NULL), except a cancel or
+ * statement_timeout, which is re-thrown.
+ */
+bool
+RemoteTry(void (*fn) (void *arg), void *arg, ErrorData **failure)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(context);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+	if (edata != NULL && RemoteErrorIsInterrupt(edata))
+		ReThrowError(edata);
+	if (failure)
+		*failure = edata;
+	return edata == NULL;
+}
+
+/*
+ * RemoteErrorIsInterrupt says whether a caught error is a query cancel or
+ * statement_timeout (SQLSTATE 57014, also when a shard reported it): a
+ * catch that goes on after a failure re-throws these, so that nothing
+ * swallows a cancel.
+ */
+bool
+RemoteErrorIsInterrupt(const ErrorData *edata)
+{
+	return edata->sqlerrcode == ERRCODE_QUERY_CANCELED || edata->elevel >= FATAL;
 }

@@ -117,47 +117,64 @@ finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
 }
 
 /*
+ * begin_one takes a statement's connection (StatementBegin, for RemoteTry).
+ */
+static void
+begin_one(void *arg)
+{
+	StatementBegin((CdStatement *) arg);
+}
+
+/*
  * start begins a shard's statement: asynchronously when its adapter can,
  * otherwise to completion right away.  Errors become the shard's result.
+ *
+ * Connecting may fail (no user mapping, the password rule, a shard that
+ * cannot be reached): that runs in a subtransaction of its own
+ * (RemoteTry), so that whatever the failed attempt left behind is released
+ * before the fan-out goes on, and a cancel or statement_timeout is
+ * re-thrown, never turned into a shard's error.  With the connection open
+ * already, nothing can throw, and the checks' failures are data.
  */
 static void
 start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 	  int timeout_ms)
 {
-	MemoryContext context = CurrentMemoryContext;
 	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
-	volatile bool begun = false;
 
-	PG_TRY();
+	if (ConnectionIsOpen(w->out->shard))
 	{
-		StatementBegin(&w->st);
-		begun = true;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
+		CdStatementProblem problem;
 
-		MemoryContextSwitchTo(context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		fail(w, unpack_sql_state(edata->sqlerrcode), edata->message);
+		if (!StatementTryBegin(&w->st, &problem))
+		{
+			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+			return;
+		}
 	}
-	PG_END_TRY();
-	if (!begun)
-		return;
+	else
+	{
+		ErrorData  *failure;
+
+		if (!RemoteTry(begin_one, &w->st, &failure))
+		{
+			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
+			return;
+		}
+	}
 
 	if (adapter->send == NULL)
 	{
 		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-									   nparams, params, w->out->sink, &w->st.rows,
-									   &w->st.err);
+									   nparams, params, w->st.flags, w->out->sink,
+									   &w->st.rows, &w->st.err);
 
 		finish(w, ok, w->st.rows, sql, nparams, params);
 		return;
 	}
 
 	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-					   nparams, params, &w->st.err))
+					   nparams, params, w->st.flags, &w->st.err))
 	{
 		finish(w, false, 0, sql, nparams, params);
 		return;
@@ -169,15 +186,22 @@ start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 }
 
 /*
- * cancel_running asks every shard still running to stop; their
- * connections are closed at abort (in_flight stays set).
+ * cancel_running asks every shard still running to stop, all within one
+ * collegedb.cleanup_timeout; their connections are closed at abort
+ * (in_flight stays set).
  */
 static void
 cancel_running(FanoutWork *work, int n)
 {
+	TimestampTz deadline = AdapterCleanupDeadline();
+
 	for (int i = 0; i < n; i++)
-		if (work[i].state == FANOUT_RUNNING && work[i].st.conn->handle)
-			work[i].st.conn->adapter->cancel(work[i].st.conn->handle);
+	{
+		long		left = AdapterWaitTimeout(deadline);
+
+		if (work[i].state == FANOUT_RUNNING && work[i].st.conn->handle && left > 0)
+			work[i].st.conn->adapter->cancel(work[i].st.conn->handle, (int) left);
+	}
 }
 
 /*
@@ -243,7 +267,7 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 			finish(w, r == CD_POLL_DONE, rows, sql, nparams, params);
 		else if (w->deadline && now >= w->deadline)
 		{
-			w->st.conn->adapter->cancel(w->st.conn->handle);
+			w->st.conn->adapter->cancel(w->st.conn->handle, CollegeCleanupTimeout);
 			w->st.err.connection_lost = true;	/* drop the connection */
 			w->st.err.message = "timeout";
 			(void) StatementFinish(&w->st, false, 1);
@@ -258,13 +282,14 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 
 /*
  * FanoutRun runs 'sql' on every shard of 'shards' (their rows to each
- * one's sink) and fills in each one's outcome.  Errors of a shard are
- * reported in its outcome; only interrupts and errors of the front are
- * raised.
+ * one's sink) and fills in each one's outcome.  'kind' says whether it is
+ * a read, a write, or whatever each shard's dialect classifies it as.
+ * Errors of a shard are reported in its outcome; only interrupts and
+ * errors of the front are raised.
  */
 void
 FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
-		  const CdParam *params, bool is_write)
+		  const CdParam *params, CdFanoutKind kind)
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -283,20 +308,16 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 		shards[i].rows = 0;
 		shards[i].error = NULL;
 		/* a statement a shard refuses before it is sent fails there alone */
-		PG_TRY();
 		{
-			StatementPrepare(&work[i].st, shards[i].shard, sql, nparams, params, is_write);
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
+			const CdShard *shard = shards[i].shard;
+			bool		is_write = kind == CD_FANOUT_WRITE ||
+				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
+			CdStatementProblem problem;
 
-			MemoryContextSwitchTo(context);
-			edata = CopyErrorData();
-			FlushErrorState();
-			fail(&work[i], unpack_sql_state(edata->sqlerrcode), edata->message);
+			if (!StatementTryPrepare(&work[i].st, shard, sql, nparams, params, is_write, 0,
+									 &problem))
+				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message);
 		}
-		PG_END_TRY();
 	}
 
 	PG_TRY();

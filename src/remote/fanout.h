@@ -23,8 +23,16 @@ typedef struct CdFanoutShard
 	char		sqlstate[6];	/* when !ok */
 } CdFanoutShard;
 
+/* What a fan-out's statement is */
+typedef enum CdFanoutKind
+{
+	CD_FANOUT_READ = 0,			/* a read (the caller checked) */
+	CD_FANOUT_WRITE,			/* a write */
+	CD_FANOUT_BY_DIALECT		/* whatever each shard's dialect says */
+} CdFanoutKind;
+
 extern void FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
-					  const CdParam *params, bool is_write);
+					  const CdParam *params, CdFanoutKind kind);
 extern const CdShard **FanoutReadSet(int *count);
 
 #endif							/* COLLEGEDB_FANOUT_H */

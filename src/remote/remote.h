@@ -45,7 +45,10 @@ extern int64 RemoteExecute(const CdShard *shard, const char *sql,
 extern int64 RemoteExecuteInternal(const CdShard *shard, const char *sql,
 								   int nparams, const CdParam *params,
 								   CdRowSink *sink, bool is_write);
-extern bool StatementIsRead(const char *sql);
+extern bool RemoteStatementWritesOn(const CdShard *shard, const char *sql);
+extern bool RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql);
+extern bool RemoteErrorIsInterrupt(const ErrorData *edata);
+extern bool RemoteTry(void (*fn) (void *arg), void *arg, ErrorData **failure);
 
 /* values.c */
 extern CdParam *ValuesFromVariadic(FunctionCallInfo fcinfo, int first, int *nparams);
@@ -64,6 +67,7 @@ typedef struct JsonbRowSink
 	Tuplestorestate *store;		/* NULL: keep 'first' only */
 	TupleDesc	desc;			/* one jsonb column, or (tag, jsonb, error) */
 	const char *tag;			/* with three columns: the shard name */
+	MemoryContext context;		/* where 'names' and 'first' live */
 	MemoryContext row_context;
 	int			ncols;
 	char	  **names;

@@ -12,7 +12,9 @@
  * them into timestamptz, which is how collegedb wrote them.
  *
  * The row sinks defined here store results in tuplestores with a memory
- * context reset after each row.
+ * context reset after each row.  Adapters call them with a row context of
+ * their own current, reset after each row: what a sink keeps goes into
+ * the context it was created in.
  *
  *-------------------------------------------------------------------------
  */
@@ -403,9 +405,9 @@ jsonb_sink_columns(CdRowSink *self, int ncols, const char *const *names)
 	JsonbRowSink *sink = (JsonbRowSink *) self;
 
 	sink->ncols = ncols;
-	sink->names = palloc(sizeof(char *) * Max(ncols, 1));
+	sink->names = MemoryContextAlloc(sink->context, sizeof(char *) * Max(ncols, 1));
 	for (int i = 0; i < ncols; i++)
-		sink->names[i] = pstrdup(names[i]);
+		sink->names[i] = MemoryContextStrdup(sink->context, names[i]);
 }
 
 static void
@@ -443,7 +445,7 @@ jsonb_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	}
 	else
 	{
-		sink->first = palloc(VARSIZE(jb));
+		sink->first = MemoryContextAlloc(sink->context, VARSIZE(jb));
 		memcpy(sink->first, jb, VARSIZE(jb));
 	}
 	MemoryContextReset(sink->row_context);
@@ -462,6 +464,7 @@ JsonbRowSinkInit(JsonbRowSink *sink, Tuplestorestate *store, TupleDesc desc)
 	sink->base.row = jsonb_sink_row;
 	sink->store = store;
 	sink->desc = desc;
+	sink->context = CurrentMemoryContext;
 	sink->row_context = AllocSetContextCreate(CurrentMemoryContext,
 											  "collegedb row",
 											  ALLOCSET_DEFAULT_SIZES);

@@ -24,6 +24,8 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -142,9 +144,16 @@ eligibility_context(const CdShard *shard, const char *operation, const char *key
 /*
  * RouterShardEligible calls the configured predicate for one shard; true
  * when there is none.  An error in the predicate is ELIGIBILITY_FAILED,
- * with the predicate's message as detail.  The predicate runs as the role
- * that called collegedb, which needs EXECUTE on it, also when called from
- * configure() (SECURITY DEFINER): see CatalogCallerId.
+ * with the predicate's message as detail (a cancel stays a cancel).
+ *
+ * The predicate is code an administrator chose, and it runs whenever
+ * someone's statement needs a new key placed: it runs as the role that
+ * configured it (collegedb.config.eligible_owner), never with the rights
+ * of whoever triggered it, and, as PostgreSQL runs index expressions,
+ * inside a security-restricted operation with search_path pg_catalog,
+ * pg_temp and every setting it changes undone afterwards.  A predicate
+ * that tries to escalate when a superuser triggers it has only its
+ * configurer's rights.
  */
 bool
 RouterShardEligible(const CdShard *shard, const char *operation, const char *key)
@@ -154,17 +163,29 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 	LOCAL_FCINFO(fcinfo, 2);
 	FmgrInfo	flinfo;
 	Datum		result;
-	Oid			caller;
+	Oid			owner;
 	Oid			save_userid;
 	int			save_sec_context;
+	int			nestlevel;
 
 	if (!OidIsValid(config->eligible))
 		return true;
 
-	caller = CatalogCallerId();
-	if (pg_proc_aclcheck(config->eligible, caller, ACL_EXECUTE) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(config->eligible));
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	owner = config->eligible_owner;
+	if (!OidIsValid(owner) || !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
+				 errmsg("eligibility predicate %s failed for shard \"%s\"",
+						format_procedure(config->eligible), shard->name),
+				 errdetail("The role that configured it no longer exists."),
+				 errhint("Configure the predicate again with collegedb.configure(eligible => ...).")));
+	if (pg_proc_aclcheck(config->eligible, owner, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
+				 errmsg("eligibility predicate %s failed for shard \"%s\"",
+						format_procedure(config->eligible), shard->name),
+				 errdetail("Role \"%s\", which configured it and runs it, may not execute it.",
+						   GetUserNameFromId(owner, false))));
 
 	fmgr_info(config->eligible, &flinfo);
 	InitFunctionCallInfoData(*fcinfo, &flinfo, 2, InvalidOid, NULL, NULL);
@@ -173,21 +194,28 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 	fcinfo->args[1].value = JsonbPGetDatum(eligibility_context(shard, operation, key));
 	fcinfo->args[1].isnull = false;
 
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nestlevel = NewGUCNestLevel();
 	PG_TRY();
 	{
-		if (caller != save_userid)
-			SetUserIdAndSecContext(caller, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 		result = FunctionCallInvoke(fcinfo);
-		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 
-		SetUserIdAndSecContext(save_userid, save_sec_context);
 		MemoryContextSwitchTo(context);
 		edata = CopyErrorData();
 		FlushErrorState();
+		AtEOXact_GUC(false, nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		if (RemoteErrorIsInterrupt(edata))
+			ReThrowError(edata);
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_ELIGIBILITY_FAILED),
 				 errmsg("eligibility predicate %s failed for shard \"%s\"",
@@ -195,53 +223,61 @@ RouterShardEligible(const CdShard *shard, const char *operation, const char *key
 				 errdetail_internal("%s", edata->message)));
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(false, nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 
 	return !fcinfo->isnull && DatumGetBool(result);
 }
 
+/* what measure_one gets and gives */
+typedef struct SizeProbe
+{
+	const CdShard *shard;
+	bool		known;
+	int64		size;
+} SizeProbe;
+
 /*
- * measure_size runs the dialect's size query on a shard inside a
- * subtransaction, so that a shard that cannot tell its size is only
- * "unknown"; returns whether it could.
+ * measure_one runs the dialect's size query on a shard.
+ */
+static void
+measure_one(void *arg)
+{
+	SizeProbe  *probe = arg;
+	JsonbRowSink sink;
+
+	JsonbRowSinkInit(&sink, NULL, NULL);
+	(void) RemoteExecuteInternal(probe->shard, AdapterForDialect(probe->shard->dialect)->size_sql,
+								 0, NULL, &sink.base, false);
+	if (sink.first != NULL)
+	{
+		JsonbValue *v = getKeyJsonValueFromContainer(&sink.first->root, "size", 4, NULL);
+
+		if (v && v->type == jbvNumeric)
+		{
+			probe->size = DatumGetInt64(DirectFunctionCall1(numeric_int8,
+															NumericGetDatum(v->val.numeric)));
+			probe->known = true;
+		}
+	}
+}
+
+/*
+ * measure_size measures a shard in a subtransaction (RemoteTry), so that a
+ * shard that cannot tell its size is only "unknown" (a cancel is still a
+ * cancel); returns whether it could.
  */
 static bool
 measure_size(const CdShard *shard, int64 *size)
 {
-	MemoryContext context = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	JsonbRowSink sink;
-	volatile bool known = false;
+	SizeProbe	probe = {shard, false, 0};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(context);
-	PG_TRY();
+	if (RemoteTry(measure_one, &probe, NULL) && probe.known)
 	{
-		JsonbRowSinkInit(&sink, NULL, NULL);
-		(void) RemoteExecuteInternal(shard, AdapterForDialect(shard->dialect)->size_sql,
-							 0, NULL, &sink.base, false);
-		if (sink.first != NULL)
-		{
-			JsonbValue *v = getKeyJsonValueFromContainer(&sink.first->root, "size", 4, NULL);
-
-			if (v && v->type == jbvNumeric)
-			{
-				*size = DatumGetInt64(DirectFunctionCall1(numeric_int8,
-														  NumericGetDatum(v->val.numeric)));
-				known = true;
-			}
-		}
-		ReleaseCurrentSubTransaction();
+		*size = probe.size;
+		return true;
 	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(context);
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(context);
-	CurrentResourceOwner = owner;
-	return known;
+	return false;
 }
 
 /*

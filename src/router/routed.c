@@ -114,6 +114,30 @@ RouterFollowTombstones(const CdShard *shard, const char *key, int key_len, int *
 	return shard;
 }
 
+/* one step of a tombstone trail (follow_one) */
+typedef struct TrailStep
+{
+	const CdShard *shard;		/* in: where to look; out: where it leads */
+	const char *key;
+	int			key_len;
+	int			hops;
+	char	   *moved_to;		/* out: NULL when there is no tombstone */
+} TrailStep;
+
+/*
+ * follow_one looks for the key's tombstone on step->shard and follows it
+ * one hop.
+ */
+static void
+follow_one(void *arg)
+{
+	TrailStep  *step = arg;
+
+	step->moved_to = RemoteTombstone(step->shard, step->key, step->key_len);
+	if (step->moved_to != NULL)
+		step->shard = hop_target(step->moved_to, ++step->hops);
+}
+
 /*
  * read_following runs a read on 'shard'; when it returns no rows and the
  * shard has a tombstone for the key, follows it (DESIGN.md 6).  Returns
@@ -125,44 +149,41 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *c
 			   int nparams, const CdParam *params, CdRowSink *sink,
 			   const CdShard **answered)
 {
-	MemoryContext context = CurrentMemoryContext;
 	int			hops = 0;
 	int64		rows;
 
 	for (;;)
 	{
-		volatile char *moved_to = NULL;
+		TrailStep	step;
 
 		rows = RemoteExecute(shard, sql[shard->dialect], nparams, params, sink, false);
 		*answered = shard;
 		if (rows > 0 || !AnyRegisteredTable())
 			return rows;
 
+		step.shard = shard;
+		step.key = key;
+		step.key_len = key_len;
+		step.hops = hops;
+		step.moved_to = NULL;
 		if (!CollegeBestEffort)
-		{
-			moved_to = RemoteTombstone(shard, key, key_len);
-			if (moved_to == NULL)
-				return rows;
-			shard = hop_target((char *) moved_to, ++hops);
-			continue;
-		}
+			follow_one(&step);
 
-		/* best effort: a failed lookup or a broken trail is "no rows" */
-		PG_TRY();
-		{
-			moved_to = RemoteTombstone(shard, key, key_len);
-			if (moved_to != NULL)
-				shard = hop_target((char *) moved_to, ++hops);
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(context);
-			FlushErrorState();
+		/*
+		 * Best effort: a failed lookup or a broken trail is "no rows".  The
+		 * lookup runs in a subtransaction (RemoteTry), so that a failure is
+		 * undone on the shard as well (its remote transaction rolls back to
+		 * the subtransaction's savepoint instead of staying aborted, which
+		 * would turn the front's COMMIT into a silent ROLLBACK there); a
+		 * cancel or statement_timeout is re-thrown, never taken for a
+		 * failure.
+		 */
+		else if (!RemoteTry(follow_one, &step, NULL))
 			return 0;
-		}
-		PG_END_TRY();
-		if (moved_to == NULL)
+		if (step.moved_to == NULL)
 			return rows;
+		shard = step.shard;
+		hops = step.hops;
 	}
 }
 

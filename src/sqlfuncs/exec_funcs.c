@@ -6,7 +6,10 @@
  *
  * These are thin wrappers: the remote layer checks the statement, joins
  * the front transaction and converts values.  run_on_all and fanout reach
- * every shard at once and report a shard's failure as a row.
+ * every shard at once and report a shard's failure as a row.  Whether a
+ * statement writes is each shard's dialect's call: run_on_all classifies
+ * it per shard, and fanout refuses it unless every dialect of the read set
+ * proves it a read.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,7 +41,7 @@ collegedb_run_on_shard(PG_FUNCTION_ARGS)
 	CdParam    *params = ValuesFromVariadic(fcinfo, 2, &nparams);
 
 	PG_RETURN_INT64(RemoteExecute(shard, sql, nparams, params, NULL,
-								  !StatementIsRead(sql)));
+								  RemoteStatementWritesOn(shard, sql)));
 }
 
 /*
@@ -59,7 +62,7 @@ collegedb_all_on_shard(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	JsonbRowSinkInit(&sink, rsinfo->setResult, rsinfo->setDesc);
 	(void) RemoteExecute(shard, sql, nparams, params, &sink.base,
-						 !StatementIsRead(sql));
+						 RemoteStatementWritesOn(shard, sql));
 	return (Datum) 0;
 }
 
@@ -93,7 +96,7 @@ collegedb_run_on_all(PG_FUNCTION_ARGS)
 		for (int i = 0; i < n; i++)
 			if (OidIsValid(shards[i].shard->serverid))
 				reachable[m++] = shards[i];
-		FanoutRun(reachable, m, sql, 0, NULL, !StatementIsRead(sql));
+		FanoutRun(reachable, m, sql, 0, NULL, CD_FANOUT_BY_DIALECT);
 		for (int i = 0, j = 0; i < n; i++)
 		{
 			if (OidIsValid(shards[i].shard->serverid))
@@ -135,15 +138,16 @@ collegedb_fanout(PG_FUNCTION_ARGS)
 	JsonbRowSink *sinks;
 	int			n;
 
-	if (!StatementIsRead(sql))
+	set = FanoutReadSet(&n);
+	if (RemoteStatementWrites(set, n, sql))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("collegedb.fanout runs only statements that read"),
+				 errdetail("A statement is a read when the lexical rules of every shard's dialect show it reads only; this one may write."),
 				 errhint("Use collegedb.run_on_all() to write on every shard.")));
 	params = ValuesFromVariadic(fcinfo, 1, &nparams);
 	InitMaterializedSRF(fcinfo, 0);
 
-	set = FanoutReadSet(&n);
 	shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 	sinks = palloc0(sizeof(JsonbRowSink) * Max(n, 1));
 	for (int i = 0; i < n; i++)
@@ -153,7 +157,7 @@ collegedb_fanout(PG_FUNCTION_ARGS)
 		shards[i].shard = set[i];
 		shards[i].sink = &sinks[i].base;
 	}
-	FanoutRun(shards, n, sql, nparams, params, false);
+	FanoutRun(shards, n, sql, nparams, params, CD_FANOUT_READ);
 
 	for (int i = 0; i < n; i++)
 	{

@@ -6,9 +6,10 @@
  *	  routing decision (shard_for_key, route, mapping_key, cache_stats).
  *
  * Thin wrappers: the router picks the shard, the remote layer runs the
- * statement.  A statement is a write unless it only reads (see
- * StatementIsRead); a write of an unmapped key saves its mapping in the
- * current transaction.
+ * statement.  A statement is a write unless every dialect of the
+ * registered shards proves it reads only (see RemoteStatementWrites: the
+ * key's shard, or one its tombstones lead to, may speak any of them); a
+ * write of an unmapped key saves its mapping in the current transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -65,7 +66,7 @@ routed_call(FunctionCallInfo fcinfo)
 				 errmsg("key must not be null")));
 	call.key = PG_GETARG_TEXT_PP(0);
 	call.sql = ArgText(fcinfo, 1, "statement");
-	call.is_write = !StatementIsRead(call.sql);
+	call.is_write = RemoteStatementWrites(NULL, 0, call.sql);
 	call.params = ValuesFromVariadic(fcinfo, 2, &call.nparams);
 	return call;
 }
@@ -168,7 +169,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 				 errmsg("lookup key must not be null")));
 	key = PG_GETARG_TEXT_PP(0);
 	sql = ArgText(fcinfo, 1, "statement");
-	if (!StatementIsRead(sql))
+	if (RemoteStatementWrites(NULL, 0, sql))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("lookup-key reads run only statements that read"),
@@ -200,7 +201,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 			shards[m].sink = &sinks[m].base;
 			m++;
 		}
-		FanoutRun(shards, m, sql, nparams, params, false);
+		FanoutRun(shards, m, sql, nparams, params, CD_FANOUT_READ);
 		for (int i = 0; i < m; i++)
 			if (!shards[i].ok)
 				ereport(ERROR,

@@ -87,12 +87,14 @@ ensure_valid_tags(Jsonb *tags)
 }
 
 /*
- * spi_run runs one catalog statement with arguments, with the catalog
- * owner's rights (an administrator holds none on the tables), and returns
- * the number of rows it processed.
+ * SqlfuncsCatalogRun runs one catalog statement with arguments, with the
+ * catalog owner's rights (an administrator holds none on the tables), and
+ * returns the number of rows it processed; with 'first' given, the first
+ * column of its first row (a by-value type), NULL when there is none.
  */
-static uint64
-spi_run(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+uint64
+SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
+				   const char *nulls, NullableDatum *first)
 {
 	int			rc;
 	uint64		processed;
@@ -104,6 +106,14 @@ spi_run(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
 	processed = SPI_processed;
+	if (first)
+	{
+		first->isnull = true;
+		first->value = (Datum) 0;
+		if (processed > 0 && SPI_tuptable != NULL)
+			first->value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										 1, &first->isnull);
+	}
 	SPI_finish();
 	CatalogAccessEnd(&access);
 	return processed;
@@ -166,8 +176,8 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	nulls[3] = PG_ARGISNULL(3) ? 'n' : ' ';
 	values[4] = PG_ARGISNULL(4) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")) :
 		PG_GETARG_DATUM(4);
-	spi_run("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
-			"VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls);
+	SqlfuncsCatalogRun("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
+					   "VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls, NULL);
 	publish_if_computed();
 	PG_RETURN_VOID();
 }
@@ -192,8 +202,8 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 
 	values[0] = CStringGetTextDatum(name);
 	if (!force &&
-		spi_run("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
-				1, types, values, NULL) > 0)
+		SqlfuncsCatalogRun("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
+						   1, types, values, NULL, NULL) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("cannot drop shard \"%s\" because keys are mapped to it", name),
@@ -215,7 +225,7 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 							 errhint("Drain it and rebalance its keys away, then drop it with force => true.")));
 		}
 	}
-	spi_run("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL);
+	SqlfuncsCatalogRun("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL, NULL);
 	publish_if_computed();
 	PG_RETURN_VOID();
 }
@@ -256,11 +266,11 @@ collegedb_set_shard_state(PG_FUNCTION_ARGS)
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
-	spi_run("UPDATE collegedb.shard SET "
-			"writable = coalesce($2, writable), drain = coalesce($3, drain), "
-			"tags = coalesce($4, tags), region = coalesce($5, region), "
-			"priority = coalesce($6, priority), physical_id = coalesce($7, physical_id) "
-			"WHERE name = $1", 7, types, values, nulls);
+	SqlfuncsCatalogRun("UPDATE collegedb.shard SET "
+					   "writable = coalesce($2, writable), drain = coalesce($3, drain), "
+					   "tags = coalesce($4, tags), region = coalesce($5, region), "
+					   "priority = coalesce($6, priority), physical_id = coalesce($7, physical_id) "
+					   "WHERE name = $1", 7, types, values, nulls, NULL);
 	publish_if_computed();
 	PG_RETURN_VOID();
 }

@@ -79,7 +79,7 @@ check_shards(const char *table_name, const char *key_column)
 		for (int i = 0; i < n; i++)
 			if (set[i]->dialect == (CdDialect) d)
 				part[m++].shard = set[i];
-		FanoutRun(part, m, sql, 0, NULL, false);
+		FanoutRun(part, m, sql, 0, NULL, CD_FANOUT_READ);
 		for (int i = 0, j = 0; i < n; i++)
 			if (set[i]->dialect == (CdDialect) d)
 				checked[i] = part[j++];

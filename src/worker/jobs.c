@@ -168,7 +168,7 @@ RebalancePlan(const char *table_name)
 		for (int i = 0; i < n; i++)
 			if (set[i]->dialect == (CdDialect) d)
 				part[m++] = found[i];
-		FanoutRun(part, m, sql, 0, NULL, false);
+		FanoutRun(part, m, sql, 0, NULL, CD_FANOUT_READ);
 		for (int i = 0, j = 0; i < n; i++)
 			if (set[i]->dialect == (CdDialect) d)
 				found[i] = part[j++];

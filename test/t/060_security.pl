@@ -147,4 +147,82 @@ is($r->{stdout}, $os_user,
 	'password_required false, set by a superuser, lets a role through the trust line')
   or diag $r->{stderr};
 
+# --- the server's environment and files are never a non-superuser's credentials ----
+
+# The front now runs with alice's password in PGPASSWORD and in a password file
+# (PGPASSFILE), and with the MariaDB user's in MYSQL_PWD: libpq and libmariadb
+# would use them for a mapping whose password is empty or missing.
+my $passfile = PostgreSQL::Test::Utils::tempdir() . '/pgpass';
+open my $pf, '>', $passfile or die "pgpass: $!";
+print $pf "*:*:*:alice:alice-pw-1\n*:*:*:$os_user:alice-pw-1\n";
+close $pf;
+chmod 0600, $passfile;
+{
+	local $ENV{PGPASSWORD} = 'alice-pw-1';
+	local $ENV{PGPASSFILE} = $passfile;
+	local $ENV{MYSQL_PWD}  = $ENV{COLLEGEDB_TEST_MYSQL_PASSWORD} // 'collegedb';
+	$front->restart;
+}
+my $mdb = start_mariadb();
+my $my_server = mysql_server_options($mdb);
+my $my_user = $mdb->user;
+$front->safe_psql(
+	'postgres', qq{
+	CREATE ROLE app_empty;
+	CREATE ROLE app_none;
+	CREATE ROLE app_envwrong;
+	CREATE USER MAPPING FOR app_empty SERVER s OPTIONS (user 'alice', password '');
+	CREATE USER MAPPING FOR app_none SERVER s OPTIONS (user 'alice');
+	CREATE USER MAPPING FOR app_envwrong SERVER s OPTIONS (user 'alice', password 'wrong-pw-7');
+	CREATE SERVER my FOREIGN DATA WRAPPER collegedb OPTIONS ($my_server);
+	CREATE SERVER my_socket FOREIGN DATA WRAPPER collegedb
+	  OPTIONS (dialect 'mysql', socket '@{[ $mdb->socket // '/nonexistent' ]}', dbname '@{[ $mdb->database ]}');
+	CREATE USER MAPPING FOR CURRENT_USER SERVER my OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+	CREATE USER MAPPING FOR CURRENT_USER SERVER my_socket OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+	SELECT collegedb.add_shard('my'), collegedb.add_shard('my_socket');
+	SELECT collegedb.set_mapping('k', 's'), collegedb.set_mapping('mk', 'my'),
+	       collegedb.set_mapping('sk', 'my_socket');
+	CREATE USER MAPPING FOR app_empty SERVER my OPTIONS (user '$my_user', password '');
+	CREATE USER MAPPING FOR app_none SERVER my OPTIONS (user '$my_user');
+	CREATE USER MAPPING FOR app_alice SERVER my OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+	CREATE USER MAPPING FOR app_alice SERVER my_socket OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
+	CREATE USER MAPPING FOR app_nopw SERVER my OPTIONS (user '$my_user', password '', password_required 'false');
+	SELECT collegedb.grant_routing(r::regrole)
+	  FROM unnest(ARRAY['app_empty', 'app_none', 'app_envwrong']) AS r;
+});
+
+$r = as_role('app_empty', $whoami);
+is($r->{sqlstate}, '2F003', 'PostgreSQL: an empty password counts as none, PGPASSWORD is not used');
+like($r->{stderr}, qr/non-empty password/, '... the error says so');
+$r = as_role('app_none', $whoami);
+is($r->{sqlstate}, '2F003', 'PostgreSQL: a missing password is refused, the password file is not used');
+$r = as_role('app_envwrong', $whoami);
+is($r->{sqlstate}, '08001',
+	'PostgreSQL: a wrong password fails, though PGPASSWORD and the password file hold the right one');
+like($r->{stderr}, qr/password authentication failed for user "alice"/, '... on the shard');
+$r = as_role('app_alice', $whoami);
+is($r->{stdout}, 'alice', 'the mapping\'s own password still works') or diag $r->{stderr};
+
+my $mywho = q{SELECT collegedb.first('mk', 'SELECT 1 AS one')->>'one'};
+$r = as_role('app_empty', $mywho);
+is($r->{sqlstate}, '2F003', 'MySQL: an empty password counts as none, MYSQL_PWD is not used');
+$r = as_role('app_none', $mywho);
+is($r->{sqlstate}, '2F003', 'MySQL: a missing password is refused');
+$r = as_role('app_nopw', $mywho);
+is($r->{sqlstate}, '08001',
+	'MySQL: with password_required false an empty password is sent as empty, never MYSQL_PWD');
+like($r->{stderr}, qr/Access denied/, '... and the server refuses it');
+$r = as_role('app_alice', $mywho);
+is($r->{stdout}, '1', 'MySQL: the mapping\'s password works over TCP') or diag $r->{stderr};
+SKIP:
+{
+	skip 'no MariaDB socket', 2 unless $mdb->socket;
+	$r = as_role('app_alice', q{SELECT collegedb.first('sk', 'SELECT 1 AS one')->>'one'});
+	is($r->{sqlstate}, '2F003',
+		'MySQL: a non-superuser may not connect over a Unix socket (unix_socket authentication)');
+	like($r->{stderr}, qr/Unix socket/, '... the error says why');
+}
+is($front->safe_psql('postgres', q{SELECT collegedb.first('sk', 'SELECT 1 AS one')->>'one'}),
+	'1', 'a superuser may');
+
 done_testing();

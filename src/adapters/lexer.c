@@ -1,21 +1,28 @@
 /*-------------------------------------------------------------------------
  *
- * placeholders.c
- *	  A small lexer that finds $n placeholders, emptiness and whether a
- *	  statement only reads, by the lexical rules of each shard dialect.
+ * lexer.c
+ *	  A small lexer that finds $n placeholders, emptiness, the first word
+ *	  and whether a statement only reads, by the lexical rules an adapter
+ *	  gives it for its dialect.
  *
  * Callers write $1..$n in every dialect.  The SQLite and MySQL adapters
- * rewrite them into their own form, and the remote layer uses the same scan
- * to check parameter counts and classify the statement before it leaves
- * the front.  The lexer knows string literals, quoted
- * identifiers, comments and (for PostgreSQL) dollar quotes; it does not
- * parse SQL.
+ * rewrite them into their own form with this scan, and every adapter
+ * classifies its statements with it (CdAdapter.scan).  The lexer knows
+ * string literals, quoted identifiers, comments, PostgreSQL's dollar
+ * quotes and MySQL's executable comments (whose text the server runs, so
+ * here it is code); it does not parse SQL.  A statement is a read only
+ * when its first word is one of the dialect's read words and no write word
+ * appears anywhere outside literals and comments: what the lexer cannot
+ * prove a read is a write.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "remote/placeholders.h"
+#include "adapters/lexer.h"
+
+/* the prefix of the names of collegedb's own objects on shards */
+#define RESERVED_PREFIX "collegedb_"
 
 static inline bool
 is_ident_char(unsigned char c)
@@ -24,11 +31,17 @@ is_ident_char(unsigned char c)
 		(c >= '0' && c <= '9') || c == '_' || c == '$' || c >= 0x80;
 }
 
+static inline bool
+is_space(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
 /*
  * skip_quoted returns the position just past a literal or quoted identifier
- * that opens at p with 'quote' (and closes with 'close').  A doubled closing
- * character stands for itself; with 'backslash' a backslash escapes the
- * next character.  An unterminated literal runs to the end: the shard will
+ * that opens at p and closes with 'close'.  A doubled closing character
+ * stands for itself; with 'backslash' a backslash escapes the next
+ * character.  An unterminated literal runs to the end: the shard will
  * report it.
  */
 static const char *
@@ -89,6 +102,27 @@ skip_line_comment(const char *p)
 }
 
 /*
+ * executable_comment_end returns the position just past the opener of a
+ * MySQL executable comment at p ("/" "*!" or "/" "*M!", then an optional
+ * version number), or NULL when p opens an ordinary comment.
+ */
+static const char *
+executable_comment_end(const char *p)
+{
+	const char *q = p + 2;
+
+	if (*q == 'M' && q[1] == '!')
+		q += 2;
+	else if (*q == '!')
+		q++;
+	else
+		return NULL;
+	while (*q >= '0' && *q <= '9')
+		q++;
+	return q;
+}
+
+/*
  * dollar_quote_end returns the end of a PostgreSQL dollar-quoted string
  * opening at p, or NULL when p does not open one ($tag$ with tag an
  * identifier not starting with a digit, or $$).
@@ -117,16 +151,11 @@ dollar_quote_end(const char *p)
 	return body;
 }
 
-static const char *const read_words[] = {
-	"select", "values", "table", "show", "explain", "with", NULL
-};
-static const char *const write_words[] = {
-	"insert", "update", "delete", "merge", "into", NULL
-};
-
 static bool
 word_in(const char *word, size_t len, const char *const *words)
 {
+	if (words == NULL)
+		return false;
 	for (int i = 0; words[i]; i++)
 		if (strlen(words[i]) == len && pg_strncasecmp(word, words[i], len) == 0)
 			return true;
@@ -134,64 +163,98 @@ word_in(const char *word, size_t len, const char *const *words)
 }
 
 /*
- * PlaceholdersRewrite scans 'sql' by the lexical rules of 'dialect' and, if
- * 'out' is given, copies it there with each $n replaced by what 'emit'
- * appends.  See placeholders.h.
+ * reserved_name says whether a name (a bare word, or the inside of a quoted
+ * one starting at 'p') begins with collegedb's prefix.
+ */
+static bool
+reserved_name(const char *p, size_t len)
+{
+	size_t		plen = strlen(RESERVED_PREFIX);
+
+	return len >= plen && pg_strncasecmp(p, RESERVED_PREFIX, plen) == 0;
+}
+
+/*
+ * LexerScan scans 'sql' by 'rules' and, if 'out' is given, copies it there
+ * with each $n replaced by what 'emit' appends.  See lexer.h.
  */
 CdStatementShape
-PlaceholdersRewrite(const char *sql, CdDialect dialect, StringInfo out,
-					PlaceholderEmit emit, void *arg)
+LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
+		  LexerEmit emit, void *arg)
 {
-	CdStatementShape shape = {0, true, false, ""};
+	CdStatementShape shape;
 	bool		seen_word = false;
 	bool		write_word = false;
+	bool		in_executable = false;
 	const char *p = sql;
+
+	memset(&shape, 0, sizeof(shape));
+	shape.empty = true;
 
 	while (*p)
 	{
 		const char *start = p;
 		unsigned char c = (unsigned char) *p;
 		bool		token = true;
+		const char *exec_end;
 
-		if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v')
+		if (is_space(c))
 		{
 			p++;
 			token = false;
 		}
 		else if (c == '-' && p[1] == '-' &&
-				 (dialect != CD_DIALECT_MYSQL || p[2] == '\0' ||
-				  isspace((unsigned char) p[2]) || iscntrl((unsigned char) p[2])))
+				 (!rules->dash_comment_space || p[2] == '\0' ||
+				  is_space((unsigned char) p[2]) || iscntrl((unsigned char) p[2])))
 		{
 			p = skip_line_comment(p);
 			token = false;
 		}
-		else if (c == '#' && dialect == CD_DIALECT_MYSQL)
+		else if (c == '#' && rules->hash_comments)
 		{
 			p = skip_line_comment(p);
+			token = false;
+		}
+		else if (c == '/' && p[1] == '*' && rules->executable_comments &&
+				 !in_executable && (exec_end = executable_comment_end(p)) != NULL)
+		{
+			/* the server runs what follows: go on lexing it as code */
+			p = exec_end;
+			in_executable = true;
+			token = false;
+		}
+		else if (c == '*' && p[1] == '/' && in_executable)
+		{
+			p += 2;
+			in_executable = false;
 			token = false;
 		}
 		else if (c == '/' && p[1] == '*')
 		{
-			p = skip_block_comment(p, dialect == CD_DIALECT_POSTGRES);
+			p = skip_block_comment(p, rules->nested_comments);
 			token = false;
 		}
 		else if (c == '\'')
 		{
-			bool		backslash = dialect == CD_DIALECT_MYSQL;
+			bool		backslash = rules->backslash_escapes;
 
 			/* PostgreSQL's E'...' strings take backslash escapes */
-			if (dialect == CD_DIALECT_POSTGRES && p > sql &&
+			if (rules->e_strings && p > sql &&
 				(p[-1] == 'E' || p[-1] == 'e') &&
 				(p - 1 == sql || !is_ident_char((unsigned char) p[-2])))
 				backslash = true;
 			p = skip_quoted(p, '\'', backslash);
+			if (rules->strings_are_names && reserved_name(start + 1, p - start - 1))
+				shape.names_reserved = true;
 		}
-		else if (c == '"')
-			p = skip_quoted(p, '"', dialect == CD_DIALECT_MYSQL);
-		else if (c == '`' && dialect != CD_DIALECT_POSTGRES)
-			p = skip_quoted(p, '`', false);
-		else if (c == '[' && dialect == CD_DIALECT_SQLITE)
-			p = skip_quoted(p, ']', false);
+		else if (c == '"' || (c == '`' && rules->backtick_idents) ||
+				 (c == '[' && rules->bracket_idents))
+		{
+			p = skip_quoted(p, c == '[' ? ']' : c,
+							c == '"' && rules->backslash_escapes);
+			if (reserved_name(start + 1, p - start - 1))
+				shape.names_reserved = true;
+		}
 		else if (c == '$' && p[1] >= '0' && p[1] <= '9' &&
 				 (p == sql || !is_ident_char((unsigned char) p[-1])))
 		{
@@ -200,7 +263,7 @@ PlaceholdersRewrite(const char *sql, CdDialect dialect, StringInfo out,
 			p++;
 			while (*p >= '0' && *p <= '9')
 			{
-				if (n < 100000)
+				if (n < 100000000)
 					n = n * 10 + (*p - '0');
 				p++;
 			}
@@ -212,7 +275,7 @@ PlaceholdersRewrite(const char *sql, CdDialect dialect, StringInfo out,
 				start = p;		/* nothing more to copy */
 			}
 		}
-		else if (c == '$' && dialect == CD_DIALECT_POSTGRES &&
+		else if (c == '$' && rules->dollar_quotes &&
 				 (p == sql || !is_ident_char((unsigned char) p[-1])) &&
 				 dollar_quote_end(p) != NULL)
 			p = dollar_quote_end(p);
@@ -223,13 +286,15 @@ PlaceholdersRewrite(const char *sql, CdDialect dialect, StringInfo out,
 		}
 		else if (is_ident_char(c))
 		{
+			size_t		len;
+
 			while (*p && is_ident_char((unsigned char) *p))
 				p++;
+			len = p - start;
 			if (!seen_word)
 			{
-				size_t		len = p - start;
-
-				shape.read_only = word_in(start, len, read_words);
+				shape.read_only = word_in(start, len, rules->read_words);
+				shape.transaction_control = word_in(start, len, rules->transaction_words);
 				if (len < sizeof(shape.first_word))
 				{
 					for (size_t i = 0; i < len; i++)
@@ -238,7 +303,9 @@ PlaceholdersRewrite(const char *sql, CdDialect dialect, StringInfo out,
 				}
 			}
 			else if (!write_word)
-				write_word = word_in(start, p - start, write_words);
+				write_word = word_in(start, len, rules->write_words);
+			if (reserved_name(start, len))
+				shape.names_reserved = true;
 			seen_word = true;
 		}
 		else

@@ -1,0 +1,114 @@
+/*-------------------------------------------------------------------------
+ *
+ * mysql_internal.h
+ *	  What the MySQL adapter's files share: libmariadb's headers (included
+ *	  here and nowhere else), the connection parameters, and the option and
+ *	  value functions of mysql_options.c and mysql_values.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_MYSQL_INTERNAL_H
+#define COLLEGEDB_MYSQL_INTERNAL_H
+
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+
+#include "adapters/adapter.h"
+
+/*
+ * mysql.h pulls in ma_list.h, which declares list_add(), list_delete(),
+ * list_cons(), list_reverse(), list_free(), list_length() and list_walk()
+ * for its own LIST type; list_delete(), list_free() and list_length()
+ * conflict with pg_list.h.  We never call those functions, so rename the
+ * declarations while mysql.h is read and drop the names right after, which
+ * leaves PostgreSQL's list API untouched below.  Nothing else clashes.
+ */
+#define list_add		cd_mariadb_list_add
+#define list_delete		cd_mariadb_list_delete
+#define list_cons		cd_mariadb_list_cons
+#define list_reverse	cd_mariadb_list_reverse
+#define list_free		cd_mariadb_list_free
+#define list_length		cd_mariadb_list_length
+#define list_walk		cd_mariadb_list_walk
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <errmsg.h>
+#undef list_add
+#undef list_delete
+#undef list_cons
+#undef list_reverse
+#undef list_free
+#undef list_length
+#undef list_walk
+
+/* the character set number MySQL reports for binary strings */
+#define CD_MYSQL_BINARY_CHARSET 63
+
+#define CD_MYSQL_DEFAULT_CONNECT_TIMEOUT 10 /* seconds */
+
+/* room for the decimal form of any 64-bit integer and a NUL */
+#define CD_MYSQL_INTBUF 24
+
+typedef enum CdMysqlSslMode
+{
+	CD_MYSQL_SSL_UNSET = 0,
+	CD_MYSQL_SSL_DISABLED,
+	CD_MYSQL_SSL_PREFERRED,
+	CD_MYSQL_SSL_REQUIRED,
+	CD_MYSQL_SSL_VERIFY_CA,
+	CD_MYSQL_SSL_VERIFY_IDENTITY
+} CdMysqlSslMode;
+
+/*
+ * CdMysqlParams holds what a connection needs to be opened again, which the
+ * KILL QUERY connection does.  Strings are malloc'd (NULL when absent): the
+ * connection outlives every memory context.
+ */
+typedef struct CdMysqlParams
+{
+	char	   *host;
+	char	   *user;
+	char	   *password;
+	char	   *dbname;
+	char	   *socket;
+	unsigned int port;			/* 0: the library's default */
+	int			connect_timeout;	/* seconds */
+	CdMysqlSslMode ssl_mode;
+	int			ssl_verify;		/* -1 unset, 0 or 1 */
+	char	   *ssl_key;
+	char	   *ssl_cert;
+	char	   *ssl_ca;
+	char	   *ssl_capath;
+	char	   *ssl_cipher;
+	char	   *tls_version;
+	bool		password_only;	/* the password rule applies */
+} CdMysqlParams;
+
+/* state of one placeholder rewrite */
+typedef struct CdMysqlParamState
+{
+	MYSQL	   *mysql;			/* for charset-aware escaping */
+	int			nparams;
+	const CdParam *params;
+	bool		failed;			/* first failure wins */
+	const char *sqlstate;
+	char	   *message;
+} CdMysqlParamState;
+
+/* mysql_options.c */
+extern bool MysqlOptionOk(const char *keyword, Oid catalog);
+extern char *MysqlValidOptions(Oid catalog);
+extern void MysqlCheckOptions(List *options, Oid catalog);
+extern void MysqlParamsFree(CdMysqlParams *p);
+extern bool MysqlParamsFromInfo(const CdConnInfo *info, CdMysqlParams *p);
+extern bool MysqlApplyOptions(MYSQL *m, const CdMysqlParams *p, unsigned int timeout);
+
+/* mysql_values.c */
+extern void MysqlEmitParam(StringInfo out, int n, void *arg);
+extern CdValueKind MysqlColumnKind(const MYSQL_FIELD *f);
+extern void MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
+					  const char *v, unsigned long len, char *buf);
+
+#endif							/* COLLEGEDB_MYSQL_INTERNAL_H */

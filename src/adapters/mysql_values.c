@@ -1,0 +1,324 @@
+/*-------------------------------------------------------------------------
+ *
+ * mysql_values.c
+ *	  Values to and from MySQL/MariaDB: parameters written into the
+ *	  statement as literals (escaped for the connection), and result cells
+ *	  in dialect-neutral kinds.
+ *
+ * Nothing here talks to the server; mysql.c does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "adapters/mysql_internal.h"
+
+/* ----------------------------------------------------------------
+ *		parameters
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlParamFail records the first failure of a placeholder rewrite.
+ */
+static void
+MysqlParamFail(CdMysqlParamState *st, const char *sqlstate, char *message)
+{
+	if (st->failed)
+		return;
+	st->failed = true;
+	st->sqlstate = sqlstate;
+	st->message = message;
+}
+
+/*
+ * MysqlAppendQuoted appends a single-quoted string literal, escaped for the
+ * connection's character set (and for NO_BACKSLASH_ESCAPES, which the
+ * library learns from the server's status flags).
+ */
+static void
+MysqlAppendQuoted(StringInfo out, CdMysqlParamState *st, const char *s,
+				  int len)
+{
+	unsigned long n;
+
+	enlargeStringInfo(out, len * 2 + 3);
+	out->data[out->len++] = '\'';
+	n = mysql_real_escape_string(st->mysql, out->data + out->len, s,
+								 (unsigned long) len);
+	if (n == (unsigned long) -1)
+	{
+		MysqlParamFail(st, "22021",
+					   pstrdup("parameter cannot be escaped for the MySQL connection character set"));
+		n = 0;
+	}
+	out->len += (int) n;
+	out->data[out->len++] = '\'';
+	out->data[out->len] = '\0';
+}
+
+/*
+ * MysqlNumericOk says whether a NUMERIC parameter is a finite decimal that
+ * can be pasted into SQL as-is (PostgreSQL's numeric output: sign, digits,
+ * point).  NaN and infinities are not.
+ */
+static bool
+MysqlNumericOk(const char *s, int len)
+{
+	bool		digit = false;
+
+	for (int i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (c >= '0' && c <= '9')
+			digit = true;
+		else if (!(c == '-' || c == '+' || c == '.' ||
+				   ((c == 'e' || c == 'E') && digit)))
+			return false;
+	}
+	return digit;
+}
+
+/*
+ * MysqlEmitParam is the placeholder callback: it appends parameter $n as a
+ * MySQL literal.  It cannot fail through the rewrite, so a failure is
+ * recorded in the state and checked once the rewrite is done.
+ */
+void
+MysqlEmitParam(StringInfo out, int n, void *arg)
+{
+	CdMysqlParamState *st = (CdMysqlParamState *) arg;
+	const CdParam *p;
+
+	if (n < 1 || n > st->nparams)
+	{
+		MysqlParamFail(st, "42P02",
+					   psprintf("there is no parameter $%d", n));
+		appendStringInfoString(out, "NULL");
+		return;
+	}
+	p = &st->params[n - 1];
+
+	switch (p->kind)
+	{
+		case CD_VALUE_NULL:
+			appendStringInfoString(out, "NULL");
+			break;
+		case CD_VALUE_BOOL:
+			appendStringInfoString(out, p->bval ? "TRUE" : "FALSE");
+			break;
+		case CD_VALUE_INT:
+			appendStringInfo(out, INT64_FORMAT, p->ival);
+			break;
+		case CD_VALUE_FLOAT:
+			if (isnan(p->fval) || isinf(p->fval))
+			{
+				MysqlParamFail(st, "22003",
+							   pstrdup("MySQL cannot store NaN or infinity"));
+				appendStringInfoString(out, "NULL");
+			}
+			else
+			{
+				char		buf[64];
+
+				snprintf(buf, sizeof(buf), "%.17g", p->fval);
+				appendStringInfoString(out, buf);
+				/* an exponent makes MySQL read a DOUBLE, not a DECIMAL */
+				if (strchr(buf, 'e') == NULL && strchr(buf, 'E') == NULL)
+					appendStringInfoString(out, "e0");
+			}
+			break;
+		case CD_VALUE_NUMERIC:
+			if (p->str == NULL || !MysqlNumericOk(p->str, p->len))
+			{
+				MysqlParamFail(st, "22003",
+							   pstrdup("MySQL cannot store NaN or infinity"));
+				appendStringInfoString(out, "NULL");
+			}
+			else
+				appendBinaryStringInfo(out, p->str, p->len);
+			break;
+		case CD_VALUE_BYTES:
+			{
+				static const char hexdig[] = "0123456789ABCDEF";
+
+				enlargeStringInfo(out, p->len * 2 + 3);
+				out->data[out->len++] = 'X';
+				out->data[out->len++] = '\'';
+				for (int i = 0; i < p->len; i++)
+				{
+					unsigned char c = (unsigned char) p->str[i];
+
+					out->data[out->len++] = hexdig[c >> 4];
+					out->data[out->len++] = hexdig[c & 0xF];
+				}
+				out->data[out->len++] = '\'';
+				out->data[out->len] = '\0';
+			}
+			break;
+
+			/*
+			 * TIMESTAMPTZ arrives in UTC without a zone and the session
+			 * time_zone is '+00:00' (see MysqlConnect): a plain literal.
+			 */
+		case CD_VALUE_TEXT:
+		case CD_VALUE_JSON:
+		case CD_VALUE_DATE:
+		case CD_VALUE_TIME:
+		case CD_VALUE_TIMESTAMP:
+		case CD_VALUE_TIMESTAMPTZ:
+		case CD_VALUE_UUID:
+			MysqlAppendQuoted(out, st, p->str ? p->str : "", p->str ? p->len : 0);
+			break;
+		default:
+			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		results
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * MysqlColumnKind maps a result column's type to a value kind.  Binary
+ * strings (character set 63) are bytes; the checks on individual values
+ * (zero dates, out-of-range times, unsigned overflow) are in MysqlCell.
+ * BOOLEAN columns are TINYINT(1) in MySQL and stay integers.
+ */
+CdValueKind
+MysqlColumnKind(const MYSQL_FIELD *f)
+{
+	switch (f->type)
+	{
+		case MYSQL_TYPE_TINY:
+		case MYSQL_TYPE_SHORT:
+		case MYSQL_TYPE_LONG:
+		case MYSQL_TYPE_LONGLONG:
+		case MYSQL_TYPE_INT24:
+		case MYSQL_TYPE_YEAR:
+		case MYSQL_TYPE_BIT:
+			return CD_VALUE_INT;
+		case MYSQL_TYPE_FLOAT:
+		case MYSQL_TYPE_DOUBLE:
+			return CD_VALUE_FLOAT;
+		case MYSQL_TYPE_DECIMAL:
+		case MYSQL_TYPE_NEWDECIMAL:
+			return CD_VALUE_NUMERIC;
+		case MYSQL_TYPE_DATE:
+		case MYSQL_TYPE_NEWDATE:
+			return CD_VALUE_DATE;
+		case MYSQL_TYPE_TIME:
+		case MYSQL_TYPE_TIME2:
+			return CD_VALUE_TIME;
+		case MYSQL_TYPE_DATETIME:
+		case MYSQL_TYPE_DATETIME2:
+		case MYSQL_TYPE_TIMESTAMP:
+		case MYSQL_TYPE_TIMESTAMP2:
+			return CD_VALUE_TIMESTAMP;
+		case MYSQL_TYPE_JSON:
+			return CD_VALUE_JSON;
+		case MYSQL_TYPE_GEOMETRY:
+			/* well-known binary, not text */
+			return CD_VALUE_BYTES;
+		case MYSQL_TYPE_TINY_BLOB:
+		case MYSQL_TYPE_MEDIUM_BLOB:
+		case MYSQL_TYPE_LONG_BLOB:
+		case MYSQL_TYPE_BLOB:
+		case MYSQL_TYPE_STRING:
+		case MYSQL_TYPE_VAR_STRING:
+		case MYSQL_TYPE_VARCHAR:
+			return f->charsetnr == CD_MYSQL_BINARY_CHARSET ?
+				CD_VALUE_BYTES : CD_VALUE_TEXT;
+		default:
+			return CD_VALUE_TEXT;
+	}
+}
+
+/*
+ * MysqlZeroDate says whether a DATE or DATETIME text has a zero year, month
+ * or day ('0000-00-00', '2024-00-10'): MySQL accepts those, PostgreSQL
+ * does not, so they travel as text.
+ */
+static bool
+MysqlZeroDate(const char *v, unsigned long len)
+{
+	if (len < 10 || v[4] != '-' || v[7] != '-')
+		return true;			/* not the shape we expect: keep as text */
+	return strncmp(v, "0000", 4) == 0 || strncmp(v + 5, "00", 2) == 0 ||
+		strncmp(v + 8, "00", 2) == 0;
+}
+
+/*
+ * MysqlTimeOfDay says whether a TIME text is a time of day PostgreSQL
+ * accepts; MySQL TIME is an interval (-838:59:59 to 838:59:59).
+ */
+static bool
+MysqlTimeOfDay(const char *v, unsigned long len)
+{
+	return len >= 8 && v[0] >= '0' && v[0] <= '2' && v[2] == ':' &&
+		(v[0] < '2' || v[1] < '4');
+}
+
+/*
+ * MysqlCell fills one result cell, deciding the kind per value where the
+ * column type alone cannot: BIT comes as big-endian bytes and is decoded
+ * into 'buf'; unsigned BIGINT and BIT(64) above the int64 range become
+ * NUMERIC; zero dates and non-clock TIME values become TEXT.
+ */
+void
+MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
+		  const char *v, unsigned long len, char *buf)
+{
+	cell->isnull = (v == NULL);
+	cell->kind = kind;
+	cell->data = v;
+	cell->len = (int) len;
+	if (v == NULL)
+		return;
+
+	switch (f->type)
+	{
+		case MYSQL_TYPE_BIT:
+			{
+				uint64		u = 0;
+
+				for (unsigned long i = 0; i < len && i < 8; i++)
+					u = (u << 8) | (unsigned char) v[i];
+				snprintf(buf, CD_MYSQL_INTBUF, UINT64_FORMAT, u);
+				cell->data = buf;
+				cell->len = (int) strlen(buf);
+				if (u > (uint64) PG_INT64_MAX)
+					cell->kind = CD_VALUE_NUMERIC;
+			}
+			break;
+		case MYSQL_TYPE_LONGLONG:
+			/* 9223372036854775807 has 19 digits */
+			if ((f->flags & UNSIGNED_FLAG) &&
+				(len > 19 ||
+				 (len == 19 && strncmp(v, "9223372036854775807", 19) > 0)))
+				cell->kind = CD_VALUE_NUMERIC;
+			break;
+		case MYSQL_TYPE_DATE:
+		case MYSQL_TYPE_NEWDATE:
+		case MYSQL_TYPE_DATETIME:
+		case MYSQL_TYPE_DATETIME2:
+		case MYSQL_TYPE_TIMESTAMP:
+		case MYSQL_TYPE_TIMESTAMP2:
+			if (MysqlZeroDate(v, len))
+				cell->kind = CD_VALUE_TEXT;
+			break;
+		case MYSQL_TYPE_TIME:
+		case MYSQL_TYPE_TIME2:
+			if (!MysqlTimeOfDay(v, len))
+				cell->kind = CD_VALUE_TEXT;
+			break;
+		default:
+			break;
+	}
+}
+

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * config_funcs.c
+ *	  collegedb.configure(): the persistent settings.
+ *
+ * The checks and the update of collegedb.config are the PL/pgSQL function
+ * collegedb.apply_settings() (in the extension script), run here with the
+ * catalog owner's rights.  configure() itself is C and SECURITY INVOKER
+ * for one reason: it must know who calls it.  The eligibility predicate is
+ * code its configurer chose, and it runs as that role (see
+ * RouterShardEligible); a SECURITY DEFINER function sees only its owner,
+ * and the session's outer role is not the caller when another role's
+ * SECURITY DEFINER function calls configure().  Here GetUserId() is the
+ * role whose rights are in force, which must be allowed to execute the
+ * predicate, and which is recorded with it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+
+#include "router/router.h"
+#include "sqlfuncs/sqlfuncs.h"
+
+PG_FUNCTION_INFO_V1(collegedb_configure);
+
+/* configure()'s arguments, in order, and apply_settings()'s after them */
+#define CONFIGURE_NARGS 13
+#define CONFIGURE_ARG_ELIGIBLE 10
+
+static const Oid configure_types[CONFIGURE_NARGS + 1] = {
+	TEXTOID,					/* strategy */
+	TEXTOID,					/* read_strategy */
+	TEXTOID,					/* write_strategy */
+	TEXTOID,					/* placement */
+	TEXTOID,					/* target_region */
+	BOOLOID,					/* allocate_on_read */
+	BOOLOID,					/* hash_mappings */
+	INT8OID,					/* max_shard_size */
+	INTERVALOID,				/* size_cache_ttl */
+	INTERVALOID,				/* mapping_cache_ttl */
+	REGPROCEDUREOID,			/* eligible */
+	INT4OID,					/* migration_concurrency */
+	BOOLOID,					/* region_prefixed_keys */
+	REGROLEOID					/* eligible_owner (apply_settings only) */
+};
+
+/*
+ * collegedb_configure checks and stores the given settings (NULL leaves a
+ * setting as it is).  A new eligibility predicate must be executable by
+ * the calling role, which is recorded as the role it runs as.  Switching
+ * to computed placement publishes the first epoch, as the caller.
+ */
+Datum
+collegedb_configure(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	Oid			types[CONFIGURE_NARGS + 1];
+	Datum		values[CONFIGURE_NARGS + 1];
+	char		nulls[CONFIGURE_NARGS + 2];
+	NullableDatum switched;
+
+	if (!PG_ARGISNULL(CONFIGURE_ARG_ELIGIBLE))
+	{
+		Oid			predicate = PG_GETARG_OID(CONFIGURE_ARG_ELIGIBLE);
+
+		if (pg_proc_aclcheck(predicate, caller, ACL_EXECUTE) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(predicate));
+	}
+
+	for (int i = 0; i < CONFIGURE_NARGS; i++)
+	{
+		types[i] = configure_types[i];
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	types[CONFIGURE_NARGS] = configure_types[CONFIGURE_NARGS];
+	values[CONFIGURE_NARGS] = ObjectIdGetDatum(caller);
+	nulls[CONFIGURE_NARGS] = PG_ARGISNULL(CONFIGURE_ARG_ELIGIBLE) ? 'n' : ' ';
+	nulls[CONFIGURE_NARGS + 1] = '\0';
+
+	(void) SqlfuncsCatalogRun("SELECT collegedb.apply_settings($1, $2, $3, $4, $5, $6, $7, "
+							  "$8, $9, $10, $11, $12, $13, $14)",
+							  CONFIGURE_NARGS + 1, types, values, nulls, &switched);
+
+	/* switching to computed placement publishes epoch 1 (or the next one) */
+	if (!switched.isnull && DatumGetBool(switched.value))
+	{
+		List	   *eligible;
+		bool		published;
+
+		CommandCounterIncrement();
+		(void) RouterPublishEligibility(&eligible, &published);
+	}
+	PG_RETURN_VOID();
+}
