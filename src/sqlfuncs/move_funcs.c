@@ -280,7 +280,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	MoveEndpoints(key, target, force, &from, &to);
 	MoveEnsureKeyFits(from, key);
 	MoveEnsureKeyFits(to, key);
-	if (from == to)
+	if (ShardIs(from, to))
 	{
 		StringInfoData same;
 

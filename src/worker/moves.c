@@ -594,6 +594,9 @@ MoveStart(int64 job_id, const char *key, const char *source, const char *target,
 	char		nulls[9] = "        ";
 	bool		isnull;
 
+	/* a move onto its own source would delete the rows it copies */
+	if (strcmp(source, target) == 0)
+		elog(ERROR, "move of a key from shard \"%s\" to itself", source);
 	MoveEnsureKeyFits(ShardLookup(source), key);
 	MoveEnsureKeyFits(ShardLookup(target), key);
 	*adopted = false;
