@@ -382,6 +382,9 @@ pause_for_tests(const char *setting, int64 move_id, const char *where, const cha
  * would copy nothing and wipe the key's rows), it must fit both shards,
  * and the target must be reachable; the target's stale rows of the key
  * (left by an earlier failed move) are removed, committed with the step.
+ * A key that is on the target already ends the move with nothing moved,
+ * also when the target is the source itself: the target's "stale" rows
+ * would be the key's own, and its tombstone would point at its own shard.
  */
 static void
 step_validate(MoveRow *m)
@@ -389,13 +392,15 @@ step_validate(MoveRow *m)
 	const CdShard *now = MoveSourceOf(m->raw_key);
 	ListCell   *lc;
 
-	if (strcmp(now->name, m->source->name) != 0)
+	if (ShardIs(now, m->target))
 	{
-		if (strcmp(now->name, m->target->name) == 0)
-			end_move(m, false, NULL, "{}");
-		else
-			end_move(m, true, psprintf("the key is on shard \"%s\" now, not on \"%s\"; nothing was moved",
-								 now->name, m->source->name), "{}");
+		end_move(m, false, NULL, "{}");
+		return;
+	}
+	if (!ShardIs(now, m->source))
+	{
+		end_move(m, true, psprintf("the key is on shard \"%s\" now, not on \"%s\"; nothing was moved",
+					   now->name, m->source->name), "{}");
 		return;
 	}
 	MoveEnsureKeyFits(m->source, m->raw_key);
