@@ -197,8 +197,10 @@ my $case = 0;
 # Runs one stalled case: 'sql' in a new front session (after SET application_name),
 # 'stall' (a code ref: it stops the shard at the right moment; with 'before', ahead
 # of the session), then the interrupt 'how' (cancel, terminate, or timeout:
-# statement_timeout was set in 'sql').  Checks the SQLSTATE (against 'sqlstate', a
-# pattern) and that it ended within 'within' seconds of the interrupt.
+# statement_timeout was set in 'sql': 3 s, so that the poll, one psql per try,
+# sees the wait before the timeout ends it also on a loaded machine).  Checks
+# the SQLSTATE (against 'sqlstate', a pattern) and that it ended within 'within'
+# seconds of the interrupt.
 sub stalled
 {
 	my (%a) = @_;
@@ -231,7 +233,7 @@ sub stalled
 
 for my $how (qw(cancel terminate timeout))
 {
-	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '1s';" : '';
+	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '3s';" : '';
 	stalled(
 		name  => "PostgreSQL connect",
 		how   => $how,
@@ -243,7 +245,7 @@ for my $how (qw(cancel terminate timeout))
 
 for my $how (qw(cancel terminate timeout))
 {
-	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '1s';" : '';
+	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '3s';" : '';
 
 	stalled(
 		name => 'PostgreSQL receive',
@@ -264,7 +266,7 @@ for my $how (qw(cancel terminate timeout))
 		how  => $how,
 		sql  => "BEGIN; SELECT collegedb.run('pk', 'INSERT INTO items VALUES (\$1, \$2)', 'c-$how', 'x'); "
 		  . "SELECT pg_sleep(1.5); "
-		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '1s'; " : '')
+		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '3s'; " : '')
 		  . "COMMIT",
 		stall => sub { stop_pg_backend('idle in transaction') });
 
@@ -273,7 +275,7 @@ for my $how (qw(cancel terminate timeout))
 		how  => $how,
 		sql  => "BEGIN; SELECT collegedb.run('pk', 'INSERT INTO items VALUES (\$1, \$2)', 'a-$how', 'x'); "
 		  . "SELECT pg_sleep(1.5); "
-		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '1s'; " : '')
+		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '3s'; " : '')
 		  . "ROLLBACK",
 		stall => sub { stop_pg_backend('idle in transaction') },
 		# the front's ROLLBACK itself succeeds (the cancel may follow it): the wait ends
@@ -315,7 +317,7 @@ is($shard->safe_psql('postgres', "SELECT count(*) FROM items WHERE id LIKE 'a-%'
 
 for my $how (qw(cancel terminate timeout))
 {
-	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '1s';" : '';
+	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '3s';" : '';
 	stalled(
 		name  => "MySQL connect",
 		how   => $how,
@@ -348,7 +350,7 @@ for my $how (qw(cancel terminate timeout))
 		how  => $how,
 		sql  => "BEGIN; SELECT collegedb.run('mk', 'INSERT INTO items VALUES (\$1, \$2)', 'c-$how', 'x'); "
 		  . "SELECT pg_sleep(1); "
-		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '1s'; " : '')
+		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '3s'; " : '')
 		  . "COMMIT",
 		stall => sub { usleep(400_000); stop_proxy() });
 
@@ -357,7 +359,7 @@ for my $how (qw(cancel terminate timeout))
 		how  => $how,
 		sql  => "BEGIN; SELECT collegedb.run('mk', 'INSERT INTO items VALUES (\$1, \$2)', 'a-$how', 'x'); "
 		  . "SELECT pg_sleep(1); "
-		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '1s'; " : '')
+		  . ($how eq 'timeout' ? "SET LOCAL statement_timeout = '3s'; " : '')
 		  . "ROLLBACK",
 		stall => sub { usleep(400_000); stop_proxy() },
 		sqlstate => $how eq 'terminate' ? qr/^57P01$/ : qr/^(57014)?$/);
@@ -370,7 +372,7 @@ ok(poll_mysql_until($mdb, "SELECT count(*) FROM items WHERE id LIKE 'a-%'", '0',
 
 for my $how (qw(cancel terminate timeout))
 {
-	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '1s';" : '';
+	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '3s';" : '';
 	my $lock = sqlite_hold_lock($lite);
 	my $app = 'stall_sqlite_' . $how;
 	my $h = psql_start($front,
