@@ -15,6 +15,7 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/adapters/common.o \
+	src/adapters/registry.o \
 	src/adapters/lexer.o \
 	src/adapters/pg.o \
 	src/adapters/sqlite.o \

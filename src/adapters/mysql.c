@@ -1107,17 +1107,6 @@ MysqlExec(void *handle, int nsetup, const char *const *setup,
 	return r == CD_POLL_DONE;
 }
 
-/*
- * MysqlScan classifies a statement by MySQL's lexical rules (executable
- * comments are code), with backslash escapes in literals as collegedb's
- * sessions have them.
- */
-static CdStatementShape
-MysqlScan(const char *sql)
-{
-	return LexerScan(sql, &mysql_lexer_rules, NULL, NULL, NULL);
-}
-
 /* ----------------------------------------------------------------
  *		dialect text
  * ----------------------------------------------------------------
@@ -1161,9 +1150,20 @@ static const char *const mysql_shard_ddl[] = {
 	NULL
 };
 
+static const char *const mysql_aliases[] = {"mariadb", NULL};
+
 const CdAdapter CdMysqlAdapter = {
-	.dialect = CD_DIALECT_MYSQL,
 	.name = "mysql",
+	.aliases = mysql_aliases,
+	.display_name = "MySQL",
+	.a_name = "a MySQL",
+	.caps = {
+		.transactions = true,
+		.savepoints = true,
+		.two_phase = true,
+		.schemas = true,
+		.login = true,
+	},
 
 	.connect = MysqlConnect,
 	.exec = MysqlExec,
@@ -1177,7 +1177,8 @@ const CdAdapter CdMysqlAdapter = {
 	.check_options = MysqlCheckOptions,
 	.valid_options = MysqlValidOptions,
 
-	.scan = MysqlScan,
+	/* executable comments are code; backslashes escape, as in our sessions */
+	.lexer = &mysql_lexer_rules,
 	.max_params = CD_MYSQL_MAX_PARAMS,
 	.max_key_length = CD_MYSQL_MAX_KEY_LENGTH,
 

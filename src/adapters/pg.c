@@ -56,6 +56,7 @@
 
 #include "adapters/adapter.h"
 #include "adapters/lexer.h"
+#include "cd_errcodes.h"
 #include "collegedb.h"
 
 #define PG_DEFAULT_CONNECT_TIMEOUT_MS 10000
@@ -927,15 +928,6 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 }
 
 /*
- * pg_scan classifies a statement by PostgreSQL's lexical rules.
- */
-static CdStatementShape
-pg_scan(const char *sql)
-{
-	return LexerScan(sql, &pg_lexer_rules, NULL, NULL, NULL);
-}
-
-/*
  * pg_option_ok accepts libpq's connection keywords on servers (but not the
  * credentials, which belong in user mappings, nor the ones collegedb
  * sets itself) and the credentials on user mappings.
@@ -1019,8 +1011,9 @@ pg_quote_ident(const char *ident)
 /*
  * What add_shard creates on a PostgreSQL shard: the tombstone table, and
  * collegedb_guard(key), which takes the key's shared advisory lock (a mover
- * takes it exclusively) and fails with SQLSTATE CD0M1, naming the
- * destination, when the key has moved away.
+ * takes it exclusively) and fails with SQLSTATE CD0M1
+ * (ERRCODE_CD_GUARD_MOVED), naming the destination, when the key has moved
+ * away.
  */
 static const char *const pg_shard_ddl[] = {
 	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
@@ -1034,15 +1027,25 @@ static const char *const pg_shard_ddl[] = {
 	"  PERFORM pg_advisory_xact_lock_shared(hashtextextended('collegedb:' || k, 0));"
 	"  SELECT moved_to INTO dest FROM collegedb_tombstones WHERE shard_key = k LIMIT 1;"
 	"  IF dest IS NOT NULL THEN"
-	"   RAISE EXCEPTION 'key moved to shard %', dest USING ERRCODE = 'CD0M1', DETAIL = dest;"
+	"   RAISE EXCEPTION 'key moved to shard %', dest USING ERRCODE = '" CD_GUARD_MOVED_SQLSTATE "', DETAIL = dest;"
 	"  END IF;"
 	" END $cd$",
 	NULL
 };
 
 const CdAdapter CdPostgresAdapter = {
-	.dialect = CD_DIALECT_POSTGRES,
 	.name = "postgres",
+	.display_name = "PostgreSQL",
+	.a_name = "a PostgreSQL",
+	.caps = {
+		.transactions = true,
+		.savepoints = true,
+		.returning = true,
+		.two_phase = true,
+		.pipelining = true,
+		.schemas = true,
+		.login = true,
+	},
 	.connect = pg_connect,
 	.exec = pg_exec,
 	.send = pg_send,
@@ -1053,7 +1056,7 @@ const CdAdapter CdPostgresAdapter = {
 	.option_ok = pg_option_ok,
 	.check_options = pg_check_options,
 	.valid_options = pg_valid_options,
-	.scan = pg_scan,
+	.lexer = &pg_lexer_rules,
 	.max_params = PG_MAX_PARAMS,
 	.max_key_length = 0,
 	.sql_begin = "BEGIN",
@@ -1066,6 +1069,9 @@ const CdAdapter CdPostgresAdapter = {
 	.shard_ddl = pg_shard_ddl,
 	.sql_begin_write = "BEGIN",
 	.guard_setup = "SELECT collegedb_guard(%s)",
+	.guard_savepoint = "SAVEPOINT collegedb_guard",
+	.guard_release = "RELEASE SAVEPOINT collegedb_guard",
+	.guard_rollback_to = "ROLLBACK TO SAVEPOINT collegedb_guard",
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",

@@ -252,7 +252,6 @@ static bool sqlite_option_ok(const char *keyword, Oid catalog);
 static void sqlite_check_options(List *options, Oid catalog);
 static char *sqlite_valid_options(Oid catalog);
 static char *sqlite_quote_ident(const char *ident);
-static CdStatementShape sqlite_scan(const char *sql);
 
 /*
  * sqlite_interrupt_wanted tells whether PostgreSQL has a cancel or a
@@ -1441,15 +1440,6 @@ sqlite_check_options(List *options, Oid catalog)
 }
 
 /*
- * sqlite_scan classifies a statement by SQLite's lexical rules.
- */
-static CdStatementShape
-sqlite_scan(const char *sql)
-{
-	return LexerScan(sql, &sqlite_lexer_rules, NULL, NULL, NULL);
-}
-
-/*
  * sqlite_quote_ident quotes an identifier the SQL-standard way SQLite
  * understands: in double quotes, embedded double quotes doubled.
  */
@@ -1477,14 +1467,21 @@ static const char *const sqlite_shard_ddl[] = {
 };
 
 const CdAdapter CdSqliteAdapter = {
-	.dialect = CD_DIALECT_SQLITE,
 	.name = "sqlite",
+	.display_name = "SQLite",
+	.a_name = "an SQLite",
+	.caps = {
+		.transactions = true,
+		.savepoints = true,
+		.returning = true,
+		.server_files = true,
+	},
 
 	.connect = sqlite_connect,
 	.exec = sqlite_exec,
 	.close = sqlite_close,
 
-	.scan = sqlite_scan,
+	.lexer = &sqlite_lexer_rules,
 	.max_params = CD_SQLITE_MAX_VARIABLES,
 	.max_key_length = 0,
 

@@ -68,7 +68,8 @@ shard_server_callback(Datum arg, int cacheid, uint32 hashvalue)
 
 /*
  * ShardServerDialect returns the dialect of a collegedb foreign server;
- * *is_shard is false for a server without a 'dialect' option (the router).
+ * *is_shard is false for a server without a 'dialect' option (the router),
+ * and then the result means nothing.
  * The server must belong to the collegedb wrapper.
  */
 CdDialect
@@ -100,7 +101,7 @@ ShardServerDialect(Oid serverid, bool *is_shard)
 		}
 	}
 	*is_shard = false;
-	return CD_DIALECT_POSTGRES;
+	return 0;
 }
 
 static int

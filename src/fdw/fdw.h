@@ -40,8 +40,8 @@ extern char *FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter
 /* The indexes of a scan's fdw_private list */
 enum FdwScanPrivate
 {
-	FdwPrivSql = 0,				/* + dialect: one statement per dialect */
-	FdwPrivKeyParam = CD_DIALECT_COUNT, /* 1-based param of the key, 0: none */
+	FdwPrivSql = 0,				/* List of the statement's text per dialect */
+	FdwPrivKeyParam,			/* 1-based param of the key, 0: none */
 	FdwPrivKeyArray,			/* the key param is an array of keys */
 	FdwPrivReturning,			/* direct modify: rows come back */
 	FdwPrivSetProcessed,		/* direct modify: counts for the command */

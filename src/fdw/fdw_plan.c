@@ -59,7 +59,7 @@ typedef struct FdwRelInfo
 /* the statement text being built, once per dialect */
 typedef struct Deparse
 {
-	StringInfoData sql[CD_DIALECT_COUNT];
+	StringInfoData sql[CD_MAX_DIALECTS];
 	Index		relid;
 	CdForeignTable *table;
 	List	  **params;			/* fdw_exprs */
@@ -68,16 +68,16 @@ typedef struct Deparse
 static void
 append(Deparse *d, const char *text)
 {
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+	for (int i = 0; i < AdapterCount(); i++)
 		appendStringInfoString(&d->sql[i], text);
 }
 
 static void
 append_column(Deparse *d, AttrNumber attno)
 {
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+	for (int i = 0; i < AdapterCount(); i++)
 		appendStringInfoString(&d->sql[i],
-							   AdapterForDialect((CdDialect) i)->quote_ident(d->table->columns[attno - 1]));
+							   AdapterForDialect(i)->quote_ident(d->table->columns[attno - 1]));
 }
 
 static void
@@ -93,7 +93,7 @@ append_param(Deparse *d, Expr *expr)
 static void
 deparse_init(Deparse *d, CdForeignTable *table, Index relid, List **params)
 {
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+	for (int i = 0; i < AdapterCount(); i++)
 		initStringInfo(&d->sql[i]);
 	d->table = table;
 	d->relid = relid;
@@ -388,10 +388,12 @@ deparse_where(Deparse *d, FdwRelInfo *info, List *remote_conds)
 static List *
 private_list(Deparse *d, int key_param, bool key_is_array, bool returning, bool set_processed)
 {
+	List	   *texts = NIL;
 	List	   *out = NIL;
 
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		out = lappend(out, makeString(d->sql[i].data));
+	for (int i = 0; i < AdapterCount(); i++)
+		texts = lappend(texts, makeString(d->sql[i].data));
+	out = lappend(out, texts);
 	out = lappend(out, makeInteger(key_param));
 	out = lappend(out, makeBoolean(key_is_array));
 	out = lappend(out, makeBoolean(returning));
@@ -458,9 +460,9 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		used = bms_make_singleton(0 - FirstLowInvalidHeapAttributeNumber); /* no column */
 
 	deparse_init(&d, info->table, baserel->relid, &params);
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+	for (int i = 0; i < AdapterCount(); i++)
 	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) i);
+		const CdAdapter *adapter = AdapterForDialect(i);
 
 		appendStringInfo(&d.sql[i], "SELECT %s FROM %s",
 						 FdwColumnList(info->table, adapter, used),
@@ -469,7 +471,7 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	key_param = deparse_where(&d, info, info->remote_conds);
 	limit = pushed_limit(root, baserel, info, local);
 	if (limit >= 0)
-		for (int i = 0; i < CD_DIALECT_COUNT; i++)
+		for (int i = 0; i < AdapterCount(); i++)
 			appendStringInfo(&d.sql[i], " LIMIT " INT64_FORMAT, limit);
 
 	return make_foreignscan(tlist, local, baserel->relid, params,
@@ -478,18 +480,19 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 }
 
 /*
- * returning_list appends " RETURNING <every column>" where the dialect can
- * (MySQL cannot: its text is left without, and execution refuses it).
+ * append_returning appends " RETURNING <every column>" where the dialect can
+ * (CdCapabilities.returning; elsewhere the text is left without, and
+ * execution refuses it).
  */
 static void
 append_returning(Deparse *d)
 {
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+	for (int i = 0; i < AdapterCount(); i++)
 	{
-		if (i == CD_DIALECT_MYSQL)
+		if (!AdapterForDialect(i)->caps.returning)
 			continue;
 		appendStringInfo(&d->sql[i], " RETURNING %s",
-						 FdwColumnList(d->table, AdapterForDialect((CdDialect) i), NULL));
+						 FdwColumnList(d->table, AdapterForDialect(i), NULL));
 	}
 }
 
@@ -541,9 +544,9 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	info = rel->fdw_private;
 
 	deparse_init(&d, info->table, resultRelation, &params);
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
+	for (int i = 0; i < AdapterCount(); i++)
 		appendStringInfo(&d.sql[i], "%s %s", op == CMD_UPDATE ? "UPDATE" : "DELETE FROM",
-						 FdwQualifiedName(info->table, AdapterForDialect((CdDialect) i)));
+						 FdwQualifiedName(info->table, AdapterForDialect(i)));
 
 	if (op == CMD_UPDATE)
 	{

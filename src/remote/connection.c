@@ -159,7 +159,8 @@ mapping_options(Oid userid, Oid serverid, bool *found)
  * password (an empty one counts as none: libpq and libmariadb would then
  * take one from the server's environment or files), and returns whether
  * the adapter must use that password and nothing else of the server's.
- * It covers PostgreSQL and MySQL shards; SQLite files have no login.
+ * It covers the dialects with a login (CdCapabilities.login); SQLite
+ * files have none.
  */
 static bool
 password_rule(Oid userid, const CdShard *shard, List *umopts)
@@ -168,7 +169,7 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 	bool		has_password = false;
 	ListCell   *lc;
 
-	if (shard->dialect == CD_DIALECT_SQLITE || superuser_arg(userid))
+	if (!AdapterForDialect(shard->dialect)->caps.login || superuser_arg(userid))
 		return false;
 	foreach(lc, umopts)
 	{
@@ -206,7 +207,7 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 	CdRemoteError err;
 	int			n = 0;
 
-	if (!has_mapping && shard->dialect != CD_DIALECT_SQLITE)
+	if (!has_mapping && AdapterForDialect(shard->dialect)->caps.login)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("user mapping not found for user \"%s\" on shard \"%s\"",
@@ -404,17 +405,17 @@ ConnectionCommitNow(CdConnection *conn)
 }
 
 /*
- * ConnectionUndoGuard cleans up after a PostgreSQL guard found the key
- * moved: the failed guard aborted the remote transaction (or, when it was
- * open before, the guard's savepoint), which is undone here.
+ * ConnectionUndoGuard cleans up after a pipelined guard (guard_setup) found
+ * the key moved: the failed guard aborted the remote transaction (or, when
+ * it was open before, the guard's savepoint), which is undone here.
  */
 void
 ConnectionUndoGuard(CdConnection *conn, bool was_open)
 {
 	if (was_open)
 	{
-		if (!run_control(conn, "ROLLBACK TO SAVEPOINT collegedb_guard") ||
-			!run_control(conn, "RELEASE SAVEPOINT collegedb_guard"))
+		if (!run_control(conn, conn->adapter->guard_rollback_to) ||
+			!run_control(conn, conn->adapter->guard_release))
 			conn->doomed = true;
 		return;
 	}
@@ -685,7 +686,7 @@ ConnectionStatusList(int *count)
 			continue;
 		strlcpy(out[n].shard, conn->shard, NAMEDATALEN);
 		out[n].userid = conn->key.userid;
-		out[n].dialect = conn->adapter->dialect;
+		out[n].dialect = conn->adapter->name;
 		out[n].valid = !conn->invalidated && !conn->doomed;
 		out[n].in_transaction = conn->xact_depth > 0;
 		n++;

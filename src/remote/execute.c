@@ -32,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 
+#include "cd_errcodes.h"
 #include "collegedb.h"
 #include "remote/connection_internal.h"
 
@@ -42,7 +43,7 @@
 bool
 RemoteStatementWritesOn(const CdShard *shard, const char *sql)
 {
-	return !AdapterForDialect(shard->dialect)->scan(sql).read_only;
+	return !AdapterScan(AdapterForDialect(shard->dialect), sql).read_only;
 }
 
 /*
@@ -55,7 +56,7 @@ RemoteStatementWritesOn(const CdShard *shard, const char *sql)
 bool
 RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql)
 {
-	bool		dialects[CD_DIALECT_COUNT] = {false, false, false};
+	bool		dialects[CD_MAX_DIALECTS] = {false};
 	bool		any = false;
 
 	if (n == 0)
@@ -73,9 +74,9 @@ RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql)
 		dialects[shards[i]->dialect] = true;
 		any = true;
 	}
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int d = 0; d < AdapterCount(); d++)
 		if ((dialects[d] || !any) &&
-			!AdapterForDialect((CdDialect) d)->scan(sql).read_only)
+			!AdapterScan(AdapterForDialect(d), sql).read_only)
 			return true;
 	return false;
 }
@@ -107,7 +108,7 @@ statement_problem(const CdShard *shard, const char *sql, int nparams, int flags,
 								   adapter->name, adapter->max_params);
 		return false;
 	}
-	*shape = adapter->scan(sql);
+	*shape = AdapterScan(adapter, sql);
 	if (shape->empty)
 	{
 		problem->sqlerrcode = ERRCODE_SYNTAX_ERROR;
@@ -223,7 +224,9 @@ StatementTryPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 	st->params = params;
 	st->is_write = is_write;
 	st->flags = flags | (is_write ? 0 : CD_EXEC_READ);
-	st->autocommit_only = commits_implicitly(AdapterForDialect(shard->dialect), &shape);
+	/* a dialect without transactions runs everything in its autocommit */
+	st->autocommit_only = !AdapterForDialect(shard->dialect)->caps.transactions ||
+		commits_implicitly(AdapterForDialect(shard->dialect), &shape);
 	st->level = GetCurrentTransactionNestLevel();
 	return true;
 }
@@ -290,6 +293,15 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 			problem->sqlerrcode = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
 			problem->message = psprintf("too many nested subtransactions to open on shard \"%s\"",
 										st->shard->name);
+			return false;
+		}
+		if (st->level > Max(conn->xact_depth, 1) && !conn->adapter->caps.savepoints)
+		{
+			problem->sqlerrcode = ERRCODE_FEATURE_NOT_SUPPORTED;
+			problem->message = psprintf("cannot open a subtransaction on %s shard \"%s\"",
+										conn->adapter->name, st->shard->name);
+			problem->detail = psprintf("%s shards have no savepoints.",
+									   conn->adapter->display_name);
 			return false;
 		}
 		/* conn->xact_depth follows at StatementFinish, once the shard answered */
@@ -427,9 +439,6 @@ RemoteExecuteInternal(const CdShard *shard, const char *sql, int nparams,
 	return execute(&st, sink);
 }
 
-/* SQLSTATE the PostgreSQL guard raises when the key has moved */
-#define GUARD_MOVED_SQLSTATE "CD0M1"
-
 /* a lookup of a key's tombstone, the same in every dialect */
 #define TOMBSTONE_SQL "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1"
 
@@ -504,13 +513,13 @@ RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 			char	   *guard = psprintf(adapter->guard_setup, quote_literal_cstr(kp.str));
 
 			if (st.was_open)
-				st.setup[st.nsetup++] = "SAVEPOINT collegedb_guard";
+				st.setup[st.nsetup++] = adapter->guard_savepoint;
 			st.setup[st.nsetup++] = guard;
 			if (st.was_open)
-				st.setup[st.nsetup++] = "RELEASE SAVEPOINT collegedb_guard";
+				st.setup[st.nsetup++] = adapter->guard_release;
 			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
 							   nparams, params, st.flags, sink, &st.rows, &st.err);
-			if (!ok && strcmp(st.err.sqlstate, GUARD_MOVED_SQLSTATE) == 0)
+			if (!ok && strcmp(st.err.sqlstate, CD_GUARD_MOVED_SQLSTATE) == 0)
 			{
 				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
 				(void) StatementFinish(&st, true, attempt);

@@ -96,8 +96,7 @@ undo_failure(FanoutWork *w)
  * on a stale connection.
  */
 static void
-finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
-	   const CdParam *params)
+finish(FanoutWork *w, bool ok, int64 rows)
 {
 	if (StatementFinish(&w->st, ok, w->attempt))
 	{
@@ -137,8 +136,7 @@ begin_one(void *arg)
  * already, nothing can throw, and the checks' failures are data.
  */
 static void
-start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
-	  int timeout_ms)
+start(FanoutWork *w, int timeout_ms)
 {
 	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
 
@@ -165,18 +163,18 @@ start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 
 	if (adapter->send == NULL)
 	{
-		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-									   nparams, params, w->st.flags, w->out->sink,
-									   &w->st.rows, &w->st.err);
+		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup,
+									   w->st.sql, w->st.nparams, w->st.params, w->st.flags,
+									   w->out->sink, &w->st.rows, &w->st.err);
 
-		finish(w, ok, w->st.rows, sql, nparams, params);
+		finish(w, ok, w->st.rows);
 		return;
 	}
 
-	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-					   nparams, params, w->st.flags, &w->st.err))
+	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, w->st.sql,
+					   w->st.nparams, w->st.params, w->st.flags, &w->st.err))
 	{
-		finish(w, false, 0, sql, nparams, params);
+		finish(w, false, 0);
 		return;
 	}
 	w->state = FANOUT_RUNNING;
@@ -250,7 +248,7 @@ wait_any(FanoutWork *work, int n)
  * or ran out of time.
  */
 static void
-progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *params)
+progress(FanoutWork *work, int n)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -264,7 +262,7 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 			continue;
 		r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
 		if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
-			finish(w, r == CD_POLL_DONE, rows, sql, nparams, params);
+			finish(w, r == CD_POLL_DONE, rows);
 		else if (w->deadline && now >= w->deadline)
 		{
 			w->st.conn->adapter->cancel(w->st.conn->handle, CollegeCleanupTimeout);
@@ -281,9 +279,10 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 }
 
 /*
- * FanoutRun runs 'sql' on every shard of 'shards' (their rows to each
- * one's sink) and fills in each one's outcome.  'kind' says whether it is
- * a read, a write, or whatever each shard's dialect classifies it as.
+ * FanoutRun runs 'sql' (or a shard's own text, CdFanoutShard.sql) on every
+ * shard of 'shards' (their rows to each one's sink) and fills in each
+ * one's outcome.  'kind' says whether it is a read, a write, or whatever
+ * each shard's dialect classifies it as.
  * Errors of a shard are reported in its outcome; only interrupts and
  * errors of the front are raised.
  */
@@ -310,11 +309,12 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 		/* a statement a shard refuses before it is sent fails there alone */
 		{
 			const CdShard *shard = shards[i].shard;
+			const char *text = shards[i].sql ? shards[i].sql : sql;
 			bool		is_write = kind == CD_FANOUT_WRITE ||
-				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
+				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, text));
 			CdStatementProblem problem;
 
-			if (!StatementTryPrepare(&work[i].st, shard, sql, nparams, params, is_write, 0,
+			if (!StatementTryPrepare(&work[i].st, shard, text, nparams, params, is_write, 0,
 									 &problem))
 				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message);
 		}
@@ -337,7 +337,7 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 				if (work[i].state != FANOUT_QUEUED)
 					continue;
 				queued--;
-				start(&work[i], sql, nparams, params, CollegeFanoutTimeout);
+				start(&work[i], CollegeFanoutTimeout);
 				running += work[i].state == FANOUT_RUNNING;
 			}
 			if (running == 0 && queued == 0)
@@ -345,7 +345,7 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 			if (running > 0)
 			{
 				wait_any(work, n);
-				progress(work, n, sql, nparams, params);
+				progress(work, n);
 			}
 		}
 	}

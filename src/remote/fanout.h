@@ -14,6 +14,7 @@
 typedef struct CdFanoutShard
 {
 	const CdShard *shard;
+	const char *sql;			/* its statement (NULL: the fan-out's) */
 	CdRowSink  *sink;			/* its rows (NULL: none) */
 
 	bool		ok;

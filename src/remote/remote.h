@@ -31,7 +31,7 @@ typedef struct CdConnectionStatus
 {
 	char		shard[NAMEDATALEN];
 	Oid			userid;
-	CdDialect	dialect;
+	const char *dialect;
 	bool		valid;
 	bool		in_transaction;
 } CdConnectionStatus;

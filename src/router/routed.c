@@ -30,16 +30,6 @@
 #include "router/router.h"
 
 /*
- * RouterKeyMatch returns the adapter's byte-for-byte comparison of a
- * (quoted) column with parameter $n.
- */
-char *
-RouterKeyMatch(const CdAdapter *adapter, const char *quoted_column, int n)
-{
-	return psprintf(adapter->key_match ? adapter->key_match : "%1$s = $%2$d", quoted_column, n);
-}
-
-/*
  * RouterProbeKey returns the index of the first shard that holds the key
  * in any registered table, -1 when none does (or no table is registered).
  * Keys compare byte for byte.
@@ -68,7 +58,7 @@ RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n
 			CdTable    *table = lfirst(lc);
 			char	   *sql = psprintf("SELECT 1 FROM %s WHERE %s LIMIT 1",
 									   adapter->quote_ident(table->name),
-									   RouterKeyMatch(adapter, adapter->quote_ident(table->key_column), 1));
+									   AdapterKeyMatch(adapter, table->key_column, 1));
 
 			if (RemoteExecuteInternal(shards[i], sql, 1, &param, NULL, false) > 0)
 				return i;
@@ -275,9 +265,9 @@ int64
 RouterExecute(const char *key, int key_len, const char *sql, int nparams,
 			  const CdParam *params, CdRowSink *sink, bool is_write)
 {
-	const char *same[CD_DIALECT_COUNT];
+	const char *same[CD_MAX_DIALECTS];
 
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int d = 0; d < AdapterCount(); d++)
 		same[d] = sql;
 	return RouterExecuteDialects(key, key_len, same, nparams, params, sink, is_write);
 }

@@ -73,6 +73,5 @@ extern int64 RouterExecuteDialects(const char *key, int key_len, const char *con
 								   int nparams, const CdParam *params,
 								   CdRowSink *sink, bool is_write);
 extern int	RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n);
-extern char *RouterKeyMatch(const CdAdapter *adapter, const char *quoted_column, int n);
 
 #endif							/* COLLEGEDB_ROUTER_H */

@@ -148,7 +148,8 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("server \"%s\" is a collegedb router, not a shard", name),
-				 errhint("A shard server has a dialect option: postgres, sqlite or mysql.")));
+				 errhint("A shard server has a dialect option: %s.",
+						 AdapterDialectList("or"))));
 	if (strlen(name) >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),

@@ -54,7 +54,7 @@ registered_column(const char *table_name)
 
 /*
  * check_shards runs "SELECT <table>.<column> FROM <table> WHERE 1 = 0" on every
- * shard at once (one fan-out per dialect: identifiers quote differently)
+ * shard at once (in each one's dialect: identifiers quote differently)
  * and refuses the registration with the first shard's error that is not a
  * lost connection.
  */
@@ -65,25 +65,17 @@ check_shards(const char *table_name, const char *key_column)
 	const CdShard **set = FanoutReadSet(&n);
 	CdFanoutShard *checked = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int i = 0; i < n; i++)
 	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
+		const CdAdapter *adapter = AdapterForDialect(set[i]->dialect);
 		char	   *table = adapter->quote_ident(table_name);
 
+		checked[i].shard = set[i];
 		/* qualified: SQLite never reads "t"."c" as a string literal */
-		char	   *sql = psprintf("SELECT %s.%s FROM %s WHERE 1 = 0",
-								   table, adapter->quote_ident(key_column), table);
-		CdFanoutShard *part = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
-		int			m = 0;
-
-		for (int i = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				part[m++].shard = set[i];
-		FanoutRun(part, m, sql, 0, NULL, CD_FANOUT_READ);
-		for (int i = 0, j = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				checked[i] = part[j++];
+		checked[i].sql = psprintf("SELECT %s.%s FROM %s WHERE 1 = 0",
+								  table, adapter->quote_ident(key_column), table);
 	}
+	FanoutRun(checked, n, NULL, 0, NULL, CD_FANOUT_READ);
 
 	for (int i = 0; i < n; i++)
 	{

@@ -151,28 +151,17 @@ RebalancePlan(const char *table_name)
 	sinks = palloc0(sizeof(CaptureRowSink) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
+		const CdAdapter *adapter = AdapterForDialect(set[i]->dialect);
+
 		CaptureRowSinkInit(&sinks[i]);
 		found[i].shard = set[i];
+		/* in each shard's dialect: identifiers quote differently */
+		found[i].sql = psprintf("SELECT DISTINCT %s FROM %s",
+								adapter->quote_ident(table->key_column),
+								adapter->quote_ident(table->name));
 		found[i].sink = &sinks[i].base;
 	}
-	/* one fan-out per dialect: identifiers quote differently */
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
-	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
-		char	   *sql = psprintf("SELECT DISTINCT %s FROM %s",
-								   adapter->quote_ident(table->key_column),
-								   adapter->quote_ident(table->name));
-		CdFanoutShard *part = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
-		int			m = 0;
-
-		for (int i = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				part[m++] = found[i];
-		FanoutRun(part, m, sql, 0, NULL, CD_FANOUT_READ);
-		for (int i = 0, j = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				found[i] = part[j++];
-	}
+	FanoutRun(found, n, NULL, 0, NULL, CD_FANOUT_READ);
 	for (int i = 0; i < n; i++)
 		if (!found[i].ok)
 			ereport(ERROR,

@@ -70,9 +70,7 @@ text_param(const char *s)
 static char *
 key_condition(const CdShard *shard, const char *column, int n)
 {
-	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-
-	return RouterKeyMatch(adapter, adapter->quote_ident(column), n);
+	return AdapterKeyMatch(AdapterForDialect(shard->dialect), column, n);
 }
 
 /*
