@@ -18,9 +18,17 @@ OBJS = \
 	src/adapters/registry.o \
 	src/adapters/lexer.o \
 	src/adapters/pg.o \
+	src/adapters/pg_connect.o \
+	src/adapters/pg_options.o \
 	src/adapters/sqlite.o \
+	src/adapters/sqlite_connect.o \
+	src/adapters/sqlite_errors.o \
+	src/adapters/sqlite_options.o \
+	src/adapters/sqlite_values.o \
 	src/adapters/sqlite_sandbox.o \
 	src/adapters/mysql.o \
+	src/adapters/mysql_connect.o \
+	src/adapters/mysql_errors.o \
 	src/adapters/mysql_options.o \
 	src/adapters/mysql_values.o \
 	src/remote/connection.o \
@@ -75,6 +83,5 @@ HEADERS = $(wildcard src/*.h src/*/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # mysql.h clashes with PostgreSQL's headers: only the MySQL adapter's files see it.
-src/adapters/mysql.o src/adapters/mysql.bc \
-src/adapters/mysql_options.o src/adapters/mysql_options.bc \
-src/adapters/mysql_values.o src/adapters/mysql_values.bc: override CPPFLAGS += $(shell mariadb_config --include)
+MYSQL_OBJS = $(filter src/adapters/mysql%.o,$(OBJS))
+$(MYSQL_OBJS) $(MYSQL_OBJS:.o=.bc): override CPPFLAGS += $(shell mariadb_config --include)
