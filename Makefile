@@ -35,6 +35,7 @@ OBJS = \
 	src/remote/values.o \
 	src/remote/execute.o \
 	src/remote/fanout.o \
+	src/remote/tombstones.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \

@@ -112,11 +112,7 @@ typedef struct CaptureRowSink
 extern void CaptureRowSinkInit(CaptureRowSink *sink);
 extern void ValuesCellToParam(const CdCell *cell, CdParam *param);
 
-/* execute.c: guarded writes and tombstones */
-extern int64 RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
-								  const char *sql, int nparams, const CdParam *params,
-								  CdRowSink *sink, char **moved_to);
-extern char *RemoteTombstone(const CdShard *shard, const char *key, int key_len);
+/* execute.c */
 extern void RemoteCommitNow(const CdShard *shard);
 
 #endif							/* COLLEGEDB_REMOTE_H */

@@ -27,6 +27,7 @@
 #include "collegedb.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
 
 /*
@@ -99,7 +100,7 @@ RouterFollowTombstones(const CdShard *shard, const char *key, int key_len, int *
 	char	   *moved_to;
 
 	*hops = 0;
-	while ((moved_to = RemoteTombstone(shard, key, key_len)) != NULL)
+	while ((moved_to = TombstoneLookup(shard, key, key_len)) != NULL)
 		shard = hop_target(moved_to, ++(*hops));
 	return shard;
 }
@@ -123,7 +124,7 @@ follow_one(void *arg)
 {
 	TrailStep  *step = arg;
 
-	step->moved_to = RemoteTombstone(step->shard, step->key, step->key_len);
+	step->moved_to = TombstoneLookup(step->shard, step->key, step->key_len);
 	if (step->moved_to != NULL)
 		step->shard = hop_target(step->moved_to, ++step->hops);
 }
@@ -190,7 +191,7 @@ write_following(const CdShard *shard, const char *key, int key_len, const char *
 	for (;;)
 	{
 		char	   *moved_to;
-		int64		rows = RemoteExecuteGuarded(shard, key, key_len, sql[shard->dialect],
+		int64		rows = TombstoneExecuteGuarded(shard, key, key_len, sql[shard->dialect],
 												nparams, params, sink, &moved_to);
 
 		if (moved_to == NULL)

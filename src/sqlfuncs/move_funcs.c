@@ -35,6 +35,7 @@
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 #include "worker/worker.h"
@@ -278,8 +279,8 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	key = record_key(key);
 	ensure_not_moving(key);
 	MoveEndpoints(key, target, force, &from, &to);
-	MoveEnsureKeyFits(from, key);
-	MoveEnsureKeyFits(to, key);
+	TombstoneEnsureKeyFits(from, key, strlen(key), true);
+	TombstoneEnsureKeyFits(to, key, strlen(key), true);
 	if (from == to)
 	{
 		StringInfoData same;

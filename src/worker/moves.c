@@ -79,6 +79,7 @@
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
 #include "worker/worker.h"
 
@@ -398,8 +399,8 @@ step_validate(MoveRow *m)
 								 now->name, m->source->name), "{}");
 		return;
 	}
-	MoveEnsureKeyFits(m->source, m->raw_key);
-	MoveEnsureKeyFits(m->target, m->raw_key);
+	TombstoneEnsureKeyFits(m->source, m->raw_key, strlen(m->raw_key), true);
+	TombstoneEnsureKeyFits(m->target, m->raw_key, strlen(m->raw_key), true);
 	foreach(lc, tables_to_move())
 		(void) MoveDeleteKeyRows(m->target, lfirst(lc), m->raw_key);
 	set_step(m, "copied", NULL);
@@ -419,8 +420,8 @@ step_source(MoveRow *m)
 	int			i;
 	ListCell   *lc;
 
-	MoveEnsureKeyFits(m->source, m->raw_key);
-	MoveEnsureKeyFits(m->target, m->raw_key);
+	TombstoneEnsureKeyFits(m->source, m->raw_key, strlen(m->raw_key), true);
+	TombstoneEnsureKeyFits(m->target, m->raw_key, strlen(m->raw_key), true);
 
 	/*
 	 * Open both shards' transactions in name order, so that movers crossing
@@ -430,14 +431,14 @@ step_source(MoveRow *m)
 	 * key lived there once), together with the rows that replace it.
 	 */
 	if (strcmp(m->target->name, m->source->name) < 0)
-		MoveDropTombstones(m->target, m->raw_key, false);
-	MoveLockKey(m->source, m->raw_key);
+		TombstoneDrop(m->target, m->raw_key, false);
+	TombstoneLockKey(m->source, m->raw_key);
 	pause_for_tests(CollegeTestPauseInStep, m->id, "source_lock", "inside step");
 
-	moved_to = MoveFindTombstone(m->source, m->raw_key);
+	moved_to = TombstoneFind(m->source, m->raw_key);
 	if (moved_to != NULL)
 	{
-		MoveDropTombstones(m->source, m->raw_key, true);
+		TombstoneDrop(m->source, m->raw_key, true);
 		if (strcmp(moved_to, m->target->name) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
@@ -449,7 +450,7 @@ step_source(MoveRow *m)
 	}
 
 	if (strcmp(m->target->name, m->source->name) >= 0)
-		MoveDropTombstones(m->target, m->raw_key, false);
+		TombstoneDrop(m->target, m->raw_key, false);
 	i = 0;
 	foreach(lc, tables)
 	{
@@ -472,14 +473,14 @@ step_source(MoveRow *m)
 	RemoteCommitNow(m->target);
 	pause_for_tests(CollegeTestPauseInStep, m->id, "source", "inside step");
 
-	MoveDropTombstones(m->source, m->raw_key, false);
+	TombstoneDrop(m->source, m->raw_key, false);
 	i = 0;
 	foreach(lc, tables)
 	{
 		CdTable    *table = lfirst(lc);
 		int64		deleted;
 
-		MoveWriteTombstone(m->source, table, m->raw_key, m->target->name, m->id);
+		TombstoneWrite(m->source, table, m->raw_key, m->target->name, m->id);
 		deleted = MoveDeleteKeyRows(m->source, table, m->raw_key);
 		if (deleted != copied[i])
 			ereport(ERROR,
@@ -528,9 +529,9 @@ scrub_target(MoveRow *m)
 	char	   *moved_to;
 	ListCell   *lc;
 
-	MoveLockKey(m->source, m->raw_key);
-	moved_to = MoveFindTombstone(m->source, m->raw_key);
-	MoveDropTombstones(m->source, m->raw_key, true);
+	TombstoneLockKey(m->source, m->raw_key);
+	moved_to = TombstoneFind(m->source, m->raw_key);
+	TombstoneDrop(m->source, m->raw_key, true);
 	if (moved_to != NULL && strcmp(moved_to, m->target->name) == 0)
 	{
 		set_step(m, "source_done", NULL);
@@ -594,8 +595,8 @@ MoveStart(int64 job_id, const char *key, const char *source, const char *target,
 	char		nulls[9] = "        ";
 	bool		isnull;
 
-	MoveEnsureKeyFits(ShardLookup(source), key);
-	MoveEnsureKeyFits(ShardLookup(target), key);
+	TombstoneEnsureKeyFits(ShardLookup(source), key, strlen(key), true);
+	TombstoneEnsureKeyFits(ShardLookup(target), key, strlen(key), true);
 	*adopted = false;
 	values[0] = Int64GetDatum(job_id);
 	nulls[0] = job_id > 0 ? ' ' : 'n';

@@ -63,12 +63,6 @@ extern ErrorData *WorkerCatchError(MemoryContext context);
 	" ELSE replace(" msg ", '\"' || " raw " || '\"', '\"' || " stored " || '\"') END"
 
 /* move_shards.c: in the shards' open remote transactions */
-extern void MoveEnsureKeyFits(const CdShard *shard, const char *key);
-extern void MoveLockKey(const CdShard *shard, const char *key);
-extern char *MoveFindTombstone(const CdShard *shard, const char *key);
-extern void MoveDropTombstones(const CdShard *shard, const char *key, bool placeholder_only);
-extern void MoveWriteTombstone(const CdShard *shard, const CdTable *table,
-							   const char *key, const char *moved_to, int64 move_id);
 extern int64 MoveDeleteKeyRows(const CdShard *shard, const CdTable *table,
 							   const char *key);
 extern int64 MoveCopyKeyRows(const CdShard *source, const CdShard *target,
