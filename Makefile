@@ -33,6 +33,7 @@ OBJS = \
 	src/adapters/mysql_values.o \
 	src/remote/connection.o \
 	src/remote/values.o \
+	src/remote/errors.o \
 	src/remote/execute.o \
 	src/remote/fanout.o \
 	src/remote/tombstones.o \

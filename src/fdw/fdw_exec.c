@@ -313,13 +313,8 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 			continue;
 		}
 		if (st->is_write || !CollegeFanoutPartial)
-			ereport(ERROR,
-					(errcode(MAKE_SQLSTATE(shards[i].sqlstate[0], shards[i].sqlstate[1],
-										   shards[i].sqlstate[2], shards[i].sqlstate[3],
-										   shards[i].sqlstate[4])),
-					 errmsg("%s", shards[i].error),
-					 errcontext("scan of shard \"%s\"", shards[i].shard->name),
-					 errhint("SET collegedb.fanout_partial = on reads the other shards anyway.")));
+			FanoutRaise(&shards[i], NULL,
+						"SET collegedb.fanout_partial = on reads the other shards anyway.");
 		appendStringInfo(&skipped, "%s%s (%s)", skipped.len ? ", " : "",
 						 shards[i].shard->name, shards[i].error);
 	}

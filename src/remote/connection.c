@@ -194,7 +194,8 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 
 /*
  * ConnectionOpen connects an entry to its shard with the server's options
- * and the calling user's mapping.  Raises class 08 naming the shard.
+ * and the calling user's mapping.  Raises the adapter's error (class 08,
+ * or the password rule's 2F003) naming the shard.
  */
 void
 ConnectionOpen(CdConnection *conn, const CdShard *shard)
@@ -226,13 +227,7 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 	memset(&err, 0, sizeof(err));
 	conn->handle = conn->adapter->connect(&info, &err);
 	if (conn->handle == NULL)
-		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-									   err.sqlstate[3], err.sqlstate[4])),
-				 errmsg("could not connect to shard \"%s\"", shard->name),
-				 err.detail ? errdetail_internal("%s: %s", err.message, err.detail) :
-				 errdetail_internal("%s", err.message),
-				 err.hint ? errhint("%s", err.hint) : 0));
+		RemoteRaise(CD_REMOTE_CONNECT, shard->name, conn->adapter, NULL, &err);
 	conn->fresh = true;
 	conn->in_flight = false;
 	conn->invalidated = false;
@@ -380,14 +375,7 @@ commit_remote(CdConnection *conn)
 		}
 		else if (strcmp(err.sqlstate, "40000") == 0)
 			conn->xact_depth = 0;	/* the shard already rolled back */
-		ereport(ERROR,
-				(errcode(err.connection_lost && strcmp(err.sqlstate, "57014") != 0 ?
-						 ERRCODE_CONNECTION_FAILURE :
-						 MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-									   err.sqlstate[3], err.sqlstate[4])),
-				 errmsg("could not commit on shard \"%s\": %s", conn->shard, err.message),
-				 err.detail ? errdetail_internal("%s", err.detail) : 0,
-				 err.hint ? errhint("%s", err.hint) : 0));
+		RemoteRaise(CD_REMOTE_COMMIT, conn->shard, conn->adapter, NULL, &err);
 	}
 	conn->in_flight = false;
 	conn->xact_depth = 0;
@@ -555,11 +543,7 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				if (err.connection_lost)
 					ConnectionClose(conn);
 				hash_seq_term(&scan);
-				ereport(ERROR,
-						(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-											   err.sqlstate[3], err.sqlstate[4])),
-						 errmsg("could not release savepoint on shard \"%s\": %s",
-								conn->shard, err.message)));
+				RemoteRaise(CD_REMOTE_RELEASE, conn->shard, conn->adapter, NULL, &err);
 			}
 			conn->in_flight = false;
 		}

@@ -172,36 +172,6 @@ commits_implicitly(const CdAdapter *adapter, const CdStatementShape *shape)
 	return false;
 }
 
-#define ERRSTATE_CLASS_IS_08(code) (ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
-
-/*
- * raise_remote_error re-raises a shard's error with its SQLSTATE, message,
- * detail and hint, plus a context line naming the shard and the statement.
- */
-static void
-raise_remote_error(const CdShard *shard, const char *sql, const CdRemoteError *err)
-{
-	int			code = MAKE_SQLSTATE(err->sqlstate[0], err->sqlstate[1],
-									 err->sqlstate[2], err->sqlstate[3],
-									 err->sqlstate[4]);
-
-	/* whatever the shard said last, the client needs to know it is class 08 */
-	if (err->connection_lost)
-		ereport(ERROR,
-				(errcode(ERRSTATE_CLASS_IS_08(code) ? code : ERRCODE_CONNECTION_FAILURE),
-				 errmsg("lost connection to shard \"%s\"", shard->name),
-				 errdetail_internal("%s", err->message),
-				 errcontext("shard \"%s\" (%s): %s", shard->name,
-							AdapterDialectName(shard->dialect), sql)));
-	ereport(ERROR,
-			(errcode(code),
-			 errmsg_internal("%s", err->message),
-			 err->detail ? errdetail_internal("%s", err->detail) : 0,
-			 err->hint ? errhint("%s", err->hint) : 0,
-			 errcontext("shard \"%s\" (%s): %s", shard->name,
-						AdapterDialectName(shard->dialect), sql)));
-}
-
 /*
  * StatementTryPrepare checks a statement for 'shard' and fills 'st'
  * (nothing is sent yet); false with *problem filled when the statement
@@ -379,7 +349,8 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 void
 StatementRaise(CdStatement *st)
 {
-	raise_remote_error(st->shard, st->sql, &st->err);
+	RemoteRaise(CD_REMOTE_STATEMENT, st->shard->name, AdapterForDialect(st->shard->dialect),
+				st->sql, &st->err);
 }
 
 /*

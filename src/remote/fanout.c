@@ -55,11 +55,17 @@ typedef struct FanoutWork
 	TimestampTz deadline;		/* 0: none */
 } FanoutWork;
 
+/*
+ * fail records a shard's failure: its SQLSTATE, message, detail and hint.
+ */
 static void
-fail(FanoutWork *w, const char *sqlstate, const char *message)
+fail(FanoutWork *w, const char *sqlstate, const char *message, const char *detail,
+	 const char *hint)
 {
 	w->out->ok = false;
 	w->out->error = pstrdup(message);
+	w->out->detail = detail ? pstrdup(detail) : NULL;
+	w->out->hint = hint ? pstrdup(hint) : NULL;
 	strlcpy(w->out->sqlstate, sqlstate, sizeof(w->out->sqlstate));
 	w->state = FANOUT_DONE;
 }
@@ -112,7 +118,8 @@ finish(FanoutWork *w, bool ok, int64 rows)
 		return;
 	}
 	undo_failure(w);
-	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st));
+	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st),
+		 w->st.err.connection_lost ? NULL : w->st.err.detail, w->st.err.hint);
 }
 
 /*
@@ -146,7 +153,8 @@ start(FanoutWork *w, int timeout_ms)
 
 		if (!StatementTryBegin(&w->st, &problem))
 		{
-			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message,
+				 problem.detail, problem.hint);
 			return;
 		}
 	}
@@ -156,7 +164,8 @@ start(FanoutWork *w, int timeout_ms)
 
 		if (!RemoteTry(begin_one, &w->st, &failure))
 		{
-			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
+			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message,
+				 failure->detail, failure->hint);
 			return;
 		}
 	}
@@ -271,7 +280,7 @@ progress(FanoutWork *work, int n)
 			(void) StatementFinish(&w->st, false, 1);
 			w->out->timed_out = true;
 			fail(w, "57014", psprintf("timeout after %d ms on shard \"%s\"",
-									  CollegeFanoutTimeout, w->out->shard->name));
+									  CollegeFanoutTimeout, w->out->shard->name), NULL, NULL);
 		}
 		else
 			w->waiting = r;
@@ -306,6 +315,8 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 		shards[i].timed_out = false;
 		shards[i].rows = 0;
 		shards[i].error = NULL;
+		shards[i].detail = NULL;
+		shards[i].hint = NULL;
 		/* a statement a shard refuses before it is sent fails there alone */
 		{
 			const CdShard *shard = shards[i].shard;
@@ -316,7 +327,8 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 
 			if (!StatementTryPrepare(&work[i].st, shard, text, nparams, params, is_write, 0,
 									 &problem))
-				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message);
+				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message,
+					 problem.detail, problem.hint);
 		}
 	}
 
@@ -397,4 +409,23 @@ FanoutReadSet(int *count)
 	}
 	*count = n;
 	return out;
+}
+
+/*
+ * FanoutRaise raises a shard's failure as the front's error (RemoteRaise),
+ * with 'hint' when the failure has none, and 'sql' as the statement.
+ */
+void
+FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
+{
+	CdRemoteError err;
+
+	memset(&err, 0, sizeof(err));
+	strlcpy(err.sqlstate, shard->sqlstate, sizeof(err.sqlstate));
+	err.message = shard->error;
+	err.detail = shard->detail;
+	err.hint = shard->hint ? shard->hint : (char *) hint;
+	RemoteRaise(CD_REMOTE_STATEMENT, shard->shard->name,
+				AdapterForDialect(shard->shard->dialect),
+				shard->sql ? shard->sql : sql, &err);
 }

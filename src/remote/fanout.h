@@ -20,7 +20,9 @@ typedef struct CdFanoutShard
 	bool		ok;
 	bool		timed_out;
 	int64		rows;			/* affected or returned */
-	char	   *error;			/* when !ok */
+	char	   *error;			/* when !ok: the message */
+	char	   *detail;			/* when !ok, or NULL */
+	char	   *hint;			/* when !ok, or NULL */
 	char		sqlstate[6];	/* when !ok */
 } CdFanoutShard;
 
@@ -34,6 +36,8 @@ typedef enum CdFanoutKind
 
 extern void FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 					  const CdParam *params, CdFanoutKind kind);
+extern void FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
+			pg_attribute_noreturn();
 extern const CdShard **FanoutReadSet(int *count);
 
 #endif							/* COLLEGEDB_FANOUT_H */

@@ -38,6 +38,18 @@ typedef struct CdConnectionStatus
 
 extern CdConnectionStatus *ConnectionStatusList(int *count);
 
+/* errors.c */
+typedef enum CdRemoteOp
+{
+	CD_REMOTE_STATEMENT = 0,	/* a statement: the shard's own message */
+	CD_REMOTE_CONNECT,			/* "could not connect to shard" */
+	CD_REMOTE_COMMIT,			/* "could not commit on shard" */
+	CD_REMOTE_RELEASE			/* "could not release savepoint on shard" */
+} CdRemoteOp;
+
+extern void RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
+						const char *sql, const CdRemoteError *err) pg_attribute_noreturn();
+
 /* execute.c */
 extern int64 RemoteExecute(const CdShard *shard, const char *sql,
 						   int nparams, const CdParam *params,
