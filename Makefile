@@ -40,6 +40,8 @@ OBJS = \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \
+	src/catalog/invalidate.o \
+	src/catalog/journal.o \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/tables.o \
@@ -67,7 +69,8 @@ OBJS = \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
-	src/worker/moves.o
+	src/worker/moves.o \
+	src/worker/unit.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
 SHLIB_LINK_INTERNAL = $(libpq)

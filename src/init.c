@@ -16,7 +16,7 @@
 #include "catalog/tables.h"
 #include "collegedb.h"
 #include "router/router.h"
-#include "worker/worker.h"
+#include "worker/launcher.h"
 
 PG_MODULE_MAGIC;
 
@@ -39,5 +39,5 @@ _PG_init(void)
 	EpochInit();
 	TablesInit();
 	RouterInit();
-	WorkerInit();
+	LauncherInit();
 }

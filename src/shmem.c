@@ -28,7 +28,7 @@
 
 #include "collegedb.h"
 #include "shmem.h"
-#include "worker/worker.h"
+#include "worker/launcher.h"
 
 typedef struct ShardActivityEntry
 {

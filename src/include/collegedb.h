@@ -16,16 +16,21 @@
 /* the extension version whose catalog this library reads and writes */
 #define COLLEGEDB_VERSION		"0.2"
 
-/* guc.c */
+/* guc.c: every GUC, read by every layer */
 extern bool CollegeAllowMultiShardModify;
 extern bool CollegeBestEffort;
 extern int	CollegeCleanupTimeout;
-extern bool CollegeFanoutPartial;
+extern char *CollegeWorkerDatabase;
 extern bool CollegeDebug;
-extern int	CollegeMaxShards;
-extern char *CollegeTargetRegion;
 extern int	CollegeFanoutConcurrency;
+extern bool CollegeFanoutPartial;
 extern int	CollegeFanoutTimeout;
+extern int	CollegeMaxShards;
+extern int	CollegeMoveLease;
+extern int	CollegeMoveMaxAttempts;
+extern char *CollegeTargetRegion;
+extern char *CollegeTestPauseAfterStep;
+extern char *CollegeTestPauseInStep;
 extern void GucInit(void);
 
 /* shmem.c */

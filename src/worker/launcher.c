@@ -64,8 +64,10 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "collegedb.h"
-#include "worker/worker.h"
+#include "worker/launcher.h"
+#include "worker/unit.h"
 
 PG_FUNCTION_INFO_V1(collegedb_wake_launcher);
 
@@ -111,7 +113,6 @@ typedef struct LauncherShared
 	CoordinatorSlot slots[LAUNCHER_SLOTS];
 } LauncherShared;
 
-char	   *CollegeWorkerDatabase = NULL;
 
 static LauncherShared *launcher = NULL;
 static Oid	wake_at_end = InvalidOid;	/* this backend's pending wake */
@@ -176,6 +177,8 @@ LauncherInit(void)
 	RegisterXactCallback(launcher_xact_callback, NULL);
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = launcher_process_utility;
+	/* a backend that finds collegedb in its database wakes the coordinator */
+	CatalogOnFirstUse(LauncherNoticeDatabase);
 }
 
 /*

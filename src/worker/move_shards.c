@@ -33,7 +33,7 @@
 #include "catalog/tables.h"
 #include "remote/remote.h"
 #include "router/router.h"
-#include "worker/worker.h"
+#include "worker/move_shards.h"
 
 /* a batch ends at whichever limit comes first (bench/moves measures them) */
 #ifndef MOVE_BATCH_ROWS
