@@ -50,6 +50,7 @@ OBJS = \
 	src/placement/strategy.o \
 	src/router/allocate.o \
 	src/router/computed.o \
+	src/router/locate.o \
 	src/router/routed.o \
 	src/router/router.o \
 	src/fdw/options.o \

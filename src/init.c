@@ -13,8 +13,10 @@
 #include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
+#include "catalog/shards.h"
 #include "catalog/tables.h"
 #include "collegedb.h"
+#include "remote/remote.h"
 #include "router/router.h"
 #include "worker/launcher.h"
 

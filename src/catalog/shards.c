@@ -204,6 +204,30 @@ ShardList(void)
 }
 
 /*
+ * ShardReadSet returns the shards a read reaches: every registered shard
+ * that still has its server (active, draining and retired alike), in name
+ * order, as a palloc'd array.
+ */
+const CdShard **
+ShardReadSet(int *count)
+{
+	List	   *all = ShardList();
+	const CdShard **out = palloc(sizeof(CdShard *) * Max(list_length(all), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, all)
+	{
+		const CdShard *shard = lfirst(lc);
+
+		if (OidIsValid(shard->serverid))
+			out[n++] = shard;
+	}
+	*count = n;
+	return out;
+}
+
+/*
  * ShardLookupOptional returns the registered shard 'name', or NULL.
  */
 const CdShard *

@@ -47,9 +47,11 @@ typedef struct CdShard
 #define Anum_shard_added_at		8
 #define Natts_shard				8
 
+extern void ShardCatalogInit(void);
 extern const CdShard *ShardLookup(const char *name);
 extern const CdShard *ShardLookupOptional(const char *name);
 extern List *ShardList(void);
+extern const CdShard **ShardReadSet(int *count);
 extern bool ShardParseDrain(const char *name, CdDrain *drain);
 extern const char *ShardDrainName(CdDrain drain);
 extern CdDialect ShardServerDialect(Oid serverid, bool *is_shard);

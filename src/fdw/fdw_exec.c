@@ -289,7 +289,7 @@ static int64
 run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 {
 	int			n;
-	const CdShard **set = FanoutReadSet(&n);
+	const CdShard **set = ShardReadSet(&n);
 	RecordRowSink *sinks = palloc0(sizeof(RecordRowSink) * Max(n, 1));
 	CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 	StringInfoData skipped;

@@ -387,29 +387,6 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	CurrentResourceOwner = owner;
 }
 
-/*
- * FanoutReadSet returns the shards a read reaches: every registered shard
- * that still has its server (active, draining and retired alike), in name
- * order, as a palloc'd array.
- */
-const CdShard **
-FanoutReadSet(int *count)
-{
-	List	   *all = ShardList();
-	const CdShard **out = palloc(sizeof(CdShard *) * Max(list_length(all), 1));
-	int			n = 0;
-	ListCell   *lc;
-
-	foreach(lc, all)
-	{
-		const CdShard *shard = lfirst(lc);
-
-		if (OidIsValid(shard->serverid))
-			out[n++] = shard;
-	}
-	*count = n;
-	return out;
-}
 
 /*
  * FanoutRaise raises a shard's failure as the front's error (RemoteRaise),

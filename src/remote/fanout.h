@@ -38,6 +38,5 @@ extern void FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams
 					  const CdParam *params, CdFanoutKind kind);
 extern void FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
 			pg_attribute_noreturn();
-extern const CdShard **FanoutReadSet(int *count);
 
 #endif							/* COLLEGEDB_FANOUT_H */

@@ -23,6 +23,7 @@
 /* connection.c */
 typedef struct CdConnection CdConnection;
 
+extern void ConnectionInit(void);
 extern CdConnection *ConnectionGet(const CdShard *shard);
 extern bool ConnectionDisconnect(const char *shard);
 extern int	ConnectionDisconnectAll(void);

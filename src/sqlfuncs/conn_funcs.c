@@ -14,8 +14,8 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
+#include "collegedb.h"
 #include "remote/remote.h"
-#include "shmem.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_connections);

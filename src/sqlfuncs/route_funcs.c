@@ -187,7 +187,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 	/* no mapping or no match there: every other shard, at once */
 	{
 		int			n;
-		const CdShard **set = FanoutReadSet(&n);
+		const CdShard **set = ShardReadSet(&n);
 		CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 		JsonbRowSink *sinks = palloc0(sizeof(JsonbRowSink) * Max(n, 1));
 		int			m = 0;

@@ -33,7 +33,7 @@ static void
 check_shards(const char *table_name, const char *key_column)
 {
 	int			n;
-	const CdShard **set = FanoutReadSet(&n);
+	const CdShard **set = ShardReadSet(&n);
 	CdFanoutShard *checked = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)

@@ -133,7 +133,7 @@ RebalancePlan(const char *table_name)
 				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
 				 errmsg("computed placement has no published epoch")));
 
-	set = FanoutReadSet(&n);
+	set = ShardReadSet(&n);
 	eligible = palloc(sizeof(CdShard *) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 		if (RouterShardTakesKeys(set[i]) && RouterShardEligible(set[i], "allocate", NULL))
@@ -218,7 +218,7 @@ current_source(const char *key, MemoryContext context)
 	char	   *name;
 
 	WorkerBegin();
-	name = MemoryContextStrdup(context, MoveSourceOf(key)->name);
+	name = MemoryContextStrdup(context, RouterLocateKey(key)->name);
 	WorkerCommit();
 	return name;
 }
@@ -393,35 +393,7 @@ MoveEndpoints(const char *key, const char *target_name, bool force,
 				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
 				 errmsg("shard \"%s\" does not take keys", target_name),
 				 errhint("Moves go only to active, writable shards; pass force => true to move anyway.")));
-	*source = MoveSourceOf(key);
-}
-
-/*
- * MoveSourceOf returns the shard a key lives on now: where its mapping (or
- * computed placement) and then its tombstones lead.
- */
-const CdShard *
-MoveSourceOf(const char *key)
-{
-	CdRoute		route = RouterResolve(key, strlen(key), false, false);
-	const CdShard *source = route.shard;
-	int			hops;
-
-	if (route.source == CD_ROUTE_STRATEGY)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
-				 errmsg("key \"%s\" has no mapping", key)));
-	if (route.source == CD_ROUTE_COMPUTED)
-	{
-		int			where = RouterProbeKey(key, strlen(key), route.candidates, route.ncandidates);
-
-		if (where < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
-					 errmsg("key \"%s\" was found on none of its shards", key)));
-		source = route.candidates[where];
-	}
-	return RouterFollowTombstones(source, key, strlen(key), &hops);
+	*source = RouterLocateKey(key);
 }
 
 /*

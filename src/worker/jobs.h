@@ -33,7 +33,6 @@ typedef struct JobKey
 extern JobPlan *RebalancePlan(const char *table_name);
 extern void MoveEndpoints(const char *key, const char *target_name, bool force,
 						  const CdShard **source, const CdShard **target);
-extern const CdShard *MoveSourceOf(const char *key);
 extern void JobRun(int64 job_id);
 extern int64 JobLaunchAndWait(char kind, const char *table_name, const char *key,
 							  const char *target, bool force, int concurrency);

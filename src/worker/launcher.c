@@ -126,20 +126,20 @@ static void launcher_process_utility(PlannedStmt *pstmt, const char *queryString
 									 DestReceiver *dest, QueryCompletion *qc);
 
 /*
- * LauncherShmemSize is the size of the coordinator table.
+ * launcher_shmem_size is the size of the coordinator table.
  */
-Size
-LauncherShmemSize(void)
+static Size
+launcher_shmem_size(void)
 {
 	return MAXALIGN(sizeof(LauncherShared));
 }
 
 /*
- * LauncherShmemInit creates or attaches to the coordinator table; called
+ * launcher_shmem_init creates or attaches to the coordinator table; called
  * from shmem.c's startup hook, holding AddinShmemInitLock.
  */
-void
-LauncherShmemInit(void)
+static void
+launcher_shmem_init(void)
 {
 	bool		found;
 
@@ -152,9 +152,10 @@ LauncherShmemInit(void)
 }
 
 /*
- * LauncherInit registers the launcher, the transaction callback that sends
- * wakes and the utility hook that stops a coordinator for the statements
- * that need its database alone; only while preloading.
+ * LauncherInit registers the launcher, its part of shared memory, the
+ * transaction callback that sends wakes and the utility hook that stops a
+ * coordinator for the statements that need its database alone; only while
+ * preloading.
  */
 void
 LauncherInit(void)
@@ -164,6 +165,7 @@ LauncherInit(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
+	ShmemRegister("collegedb launcher", launcher_shmem_size, launcher_shmem_init);
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;

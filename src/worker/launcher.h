@@ -13,8 +13,6 @@
 
 #include "fmgr.h"
 
-extern Size LauncherShmemSize(void);
-extern void LauncherShmemInit(void);
 extern void LauncherInit(void);
 extern void LauncherWake(Oid database);
 extern void LauncherNoticeDatabase(void);

@@ -75,7 +75,6 @@
 #include "remote/remote.h"
 #include "remote/tombstones.h"
 #include "router/router.h"
-#include "worker/jobs.h"
 #include "worker/moves.h"
 #include "worker/move_shards.h"
 #include "worker/unit.h"
@@ -150,7 +149,7 @@ pause_for_tests(const char *setting, int64 move_id, const char *where, const cha
 static void
 step_validate(CdMoveRow *m)
 {
-	const CdShard *now = MoveSourceOf(m->raw_key);
+	const CdShard *now = RouterLocateKey(m->raw_key);
 	ListCell   *lc;
 
 	if (strcmp(now->name, m->source->name) != 0)
