@@ -53,6 +53,7 @@ OBJS = \
 	src/router/locate.o \
 	src/router/routed.o \
 	src/router/router.o \
+	src/fdw/deparse.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \
 	src/fdw/fdw_plan.o \

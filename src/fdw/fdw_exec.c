@@ -118,41 +118,6 @@ FdwTableInfo(Oid relid)
 	return table;
 }
 
-/*
- * FdwQualifiedName renders the remote table name (schema-qualified where
- * the dialect has schemas) for a dialect.
- */
-char *
-FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter)
-{
-	return AdapterQualifiedName(adapter, table->schema, table->name);
-}
-
-/*
- * FdwColumnList renders the table's columns in table order, so that rows
- * come back in the table's shape: those in 'used' (attribute numbers less
- * FirstLowInvalidHeapAttributeNumber; NULL: all) by name, the others and
- * dropped ones as NULL.
- */
-char *
-FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter, Bitmapset *used)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < table->natts; i++)
-	{
-		bool		wanted = used == NULL ||
-			bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber, used);
-
-		appendStringInfo(&buf, "%s%s", i ? ", " : "",
-						 table->columns[i] && wanted ? adapter->quote_ident(table->columns[i]) : "NULL");
-	}
-	if (table->natts == 0)
-		appendStringInfoString(&buf, "NULL");
-	return buf.data;
-}
-
 /* Scans and direct modifications */
 
 typedef struct FdwScanState
@@ -590,22 +555,7 @@ collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		if (!att->attisdropped && !att->attgenerated)
 			st->attnums[st->ncols++] = att->attnum;
 	}
-	for (int d = 0; d < AdapterCount(); d++)
-	{
-		const CdAdapter *adapter = AdapterForDialect(d);
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		appendStringInfo(&buf, "INSERT INTO %s (", FdwQualifiedName(st->table, adapter));
-		for (int i = 0; i < st->ncols; i++)
-			appendStringInfo(&buf, "%s%s", i ? ", " : "",
-							 adapter->quote_ident(st->table->columns[st->attnums[i] - 1]));
-		appendStringInfoString(&buf, ") VALUES (");
-		for (int i = 0; i < st->ncols; i++)
-			appendStringInfo(&buf, "%s$%d", i ? ", " : "", i + 1);
-		appendStringInfoChar(&buf, ')');
-		st->sql[d] = buf.data;
-	}
+	DeparseInsert(st->table, st->ncols, st->attnums, st->sql);
 	rinfo->ri_FdwState = st;
 }
 
