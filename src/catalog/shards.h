@@ -47,6 +47,18 @@ typedef struct CdShard
 #define Anum_shard_added_at		8
 #define Natts_shard				8
 
+/*
+ * ShardIs says whether two shard pointers name the same shard.  Pointers
+ * into the shard cache are not identities: the cache is rebuilt at any
+ * invalidation (a catalog change elsewhere, a reset of the invalidation
+ * queue), so two lookups of one shard may return different pointers.
+ */
+static inline bool
+ShardIs(const CdShard *a, const CdShard *b)
+{
+	return a == b || (a != NULL && b != NULL && strcmp(a->name, b->name) == 0);
+}
+
 extern void ShardCatalogInit(void);
 extern const CdShard *ShardLookup(const char *name);
 extern const CdShard *ShardLookupOptional(const char *name);

@@ -126,7 +126,7 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 								  sink, &answered);
 			if (rows > 0)
 			{
-				if (route.source == CD_ROUTE_COMPUTED && answered != route.candidates[0])
+				if (route.source == CD_ROUTE_COMPUTED && !ShardIs(answered, route.candidates[0]))
 					RouterRecordException(key, key_len, answered);
 				break;
 			}

@@ -187,7 +187,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	MoveEndpoints(key, target, force, &from, &to);
 	TombstoneEnsureKeyFits(from, key, strlen(key), true);
 	TombstoneEnsureKeyFits(to, key, strlen(key), true);
-	if (from == to)
+	if (ShardIs(from, to))
 	{
 		StringInfoData same;
 

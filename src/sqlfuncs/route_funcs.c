@@ -194,7 +194,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 
 		for (int i = 0; i < n; i++)
 		{
-			if (set[i] == mapped)
+			if (ShardIs(set[i], mapped))
 				continue;
 			JsonbRowSinkInit(&sinks[m], store, desc);
 			shards[m].shard = set[i];

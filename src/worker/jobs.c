@@ -96,7 +96,7 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 		config->write_strategy == CD_STRATEGY_LOCATION)
 	{
 		for (int i = 0; i < n; i++)
-			if (shards[i] == current)
+			if (ShardIs(shards[i], current))
 				return current;
 		return PlacementPick(CD_STRATEGY_HASH, shards, n, &ctx);
 	}
@@ -184,7 +184,7 @@ RebalancePlan(const char *table_name)
 			/* a key is where its mapping says, when it has one */
 			if (RouterFindMapping(key, strlen(key), &mapped))
 			{
-				if (mapped != set[i])
+				if (!ShardIs(mapped, set[i]))
 				{
 					/* a copy left behind elsewhere: counted where it is mapped */
 					plan->examined--;
@@ -193,7 +193,7 @@ RebalancePlan(const char *table_name)
 				current = mapped;
 			}
 			target = pick_target(key, current, eligible, neligible);
-			if (target == current)
+			if (ShardIs(target, current))
 			{
 				plan->agreed++;
 				continue;
@@ -430,7 +430,7 @@ run_move(int64 job_id, const char *key, const char *target_name, bool force)
 	{
 		WorkerBegin();
 		MoveEndpoints(key, target_name, force, &source, &target);
-		if (source == target)
+		if (ShardIs(source, target))
 		{
 			result = MemoryContextStrdup(TopMemoryContext, moved_false(target));
 			WorkerCommit();

@@ -145,6 +145,9 @@ pause_for_tests(const char *setting, int64 move_id, const char *where, const cha
  * would copy nothing and wipe the key's rows), it must fit both shards,
  * and the target must be reachable; the target's stale rows of the key
  * (left by an earlier failed move) are removed, committed with the step.
+ * A key that is on the target already ends the move with nothing moved,
+ * also when the target is the source itself: the target's "stale" rows
+ * would be the key's own, and its tombstone would point at its own shard.
  */
 static void
 step_validate(CdMoveRow *m)
@@ -152,13 +155,15 @@ step_validate(CdMoveRow *m)
 	const CdShard *now = RouterLocateKey(m->raw_key);
 	ListCell   *lc;
 
-	if (strcmp(now->name, m->source->name) != 0)
+	if (ShardIs(now, m->target))
 	{
-		if (strcmp(now->name, m->target->name) == 0)
-			JournalEndMove(m, false, NULL, "{}");
-		else
-			JournalEndMove(m, true, psprintf("the key is on shard \"%s\" now, not on \"%s\"; nothing was moved",
-								 now->name, m->source->name), "{}");
+		JournalEndMove(m, false, NULL, "{}");
+		return;
+	}
+	if (!ShardIs(now, m->source))
+	{
+		JournalEndMove(m, true, psprintf("the key is on shard \"%s\" now, not on \"%s\"; nothing was moved",
+										 now->name, m->source->name), "{}");
 		return;
 	}
 	TombstoneEnsureKeyFits(m->source, m->raw_key, strlen(m->raw_key), true);
@@ -312,6 +317,9 @@ int64
 MoveStart(int64 job_id, const char *key, const char *source, const char *target,
 		  int64 *generation, bool *adopted, int64 *busy)
 {
+	/* a move onto its own source would delete the rows it copies */
+	if (strcmp(source, target) == 0)
+		elog(ERROR, "move of a key from shard \"%s\" to itself", source);
 	TombstoneEnsureKeyFits(ShardLookup(source), key, strlen(key), true);
 	TombstoneEnsureKeyFits(ShardLookup(target), key, strlen(key), true);
 	return JournalStartMove(job_id, RouterStoredKey(key, strlen(key)), key, source, target,
