@@ -26,6 +26,16 @@
 #define CLASS_IS_08(code) (ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
 
 /*
+ * RemoteSqlstate is the errcode of a shard's five-character SQLSTATE, for
+ * RemoteRaise and for a caller that words a shard's failure itself.
+ */
+int
+RemoteSqlstate(const char *sqlstate)
+{
+	return MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4]);
+}
+
+/*
  * RemoteRaise raises 'err', a failure of 'op' on shard 'shard' (of
  * 'adapter''s dialect), running 'sql' (NULL: none); see the file header.
  */
@@ -33,9 +43,7 @@ void
 RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 			const char *sql, const CdRemoteError *err)
 {
-	int			code = MAKE_SQLSTATE(err->sqlstate[0], err->sqlstate[1],
-									 err->sqlstate[2], err->sqlstate[3],
-									 err->sqlstate[4]);
+	int			code = RemoteSqlstate(err->sqlstate);
 	const char *message = err->message ? err->message : "unknown error";
 
 	/* a connect's code is the adapter's: 08001, 2F003 (the password rule), ... */

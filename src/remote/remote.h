@@ -48,6 +48,7 @@ typedef enum CdRemoteOp
 	CD_REMOTE_RELEASE			/* "could not release savepoint on shard" */
 } CdRemoteOp;
 
+extern int	RemoteSqlstate(const char *sqlstate);
 extern void RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 						const char *sql, const CdRemoteError *err) pg_attribute_noreturn();
 

@@ -15,9 +15,9 @@
  * transaction.
  *
  * The dialect-specific parts are the adapters' (CdAdapter): the table
- * (shard_ddl), the guard (guard_setup or guard_query, and the guard's
- * savepoint), the lock (lock_key_sql) and the byte-for-byte comparison of
- * keys (key_match); this file is the only one that runs them, and the
+ * (shard_ddl, created by TombstonePrepareShard), the guard (guard_setup
+ * or guard_query, and the guard's savepoint), the lock (lock_key_sql) and
+ * the byte-for-byte comparison of keys (key_match); this file is the only one that runs them, and the
  * only one that writes tombstone SQL.  The lock of some dialects (MySQL's)
  * writes a placeholder row, table_name '', which is never a tombstone.
  *
@@ -57,6 +57,19 @@ key_param(const char *key, int key_len, bool typed)
 }
 
 /*
+ * TombstonePrepareShard creates on 'shard' what the protocol needs there
+ * (CdAdapter.shard_ddl: the tombstone table, its key index, and on
+ * PostgreSQL the guard function); every statement is idempotent, so
+ * add_shard may run it on a shard that had it already.
+ */
+void
+TombstonePrepareShard(const CdShard *shard)
+{
+	for (const char *const *ddl = AdapterForDialect(shard->dialect)->shard_ddl; *ddl; ddl++)
+		(void) RemoteExecuteInternal(shard, *ddl, 0, NULL, NULL, true);
+}
+
+/*
  * TombstoneEnsureKeyFits refuses a key longer than 'shard''s tombstone
  * table can hold (CdAdapter.max_key_length: MySQL's VARCHAR), before
  * anything is written: its tombstone would be stored cut short, and no
@@ -89,8 +102,9 @@ TombstoneEnsureKeyFits(const CdShard *shard, const char *key, int key_len, bool 
 
 /*
  * TombstoneExecuteGuarded runs a write for 'key' on 'shard' unless the key
- * has moved away from it (src/README.md, "Guarded writes"): together with a check of the key's
- * tombstone, under the key's lock, in the shard's transaction.  When the
+ * has moved away from it (src/README.md, "Tombstones and guarded writes"):
+ * together with a check of the key's tombstone, under the key's lock, in
+ * the shard's transaction.  When the
  * key has moved, nothing is written, *moved_to names the destination, and
  * the shard's transaction is as before.
  *

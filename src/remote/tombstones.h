@@ -13,6 +13,7 @@
 #include "catalog/tables.h"
 #include "remote/remote.h"
 
+extern void TombstonePrepareShard(const CdShard *shard);
 extern void TombstoneEnsureKeyFits(const CdShard *shard, const char *key, int key_len,
 								   bool moving);
 extern int64 TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,

@@ -30,6 +30,7 @@
 #include "cd_errcodes.h"
 #include "placement/regions.h"
 #include "remote/remote.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 
@@ -129,8 +130,7 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 
 	strlcpy(shard.name, name, NAMEDATALEN);
 	shard.serverid = server->serverid;
-	for (const char *const *ddl = AdapterForDialect(shard.dialect)->shard_ddl; *ddl; ddl++)
-		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
+	TombstonePrepareShard(&shard);
 
 	ShardInsert(name, PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
 				priority, PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3)),

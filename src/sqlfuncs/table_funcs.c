@@ -9,7 +9,8 @@
  * touch it).  A refused registration changes nothing, and a registered
  * table keeps its key column: changing it needs unregister_table first,
  * since moves in flight rely on it.  The shards are queried as the caller
- * (its user mappings); the catalog row is written by catalog/tables.c.  unregister_table stays a SQL function of the extension script.
+ * (its user mappings); the catalog row is written by catalog/tables.c.
+ * unregister_table stays a SQL function of the extension script.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,9 +55,7 @@ check_shards(const char *table_name, const char *key_column)
 
 		if (checked[i].ok)
 			continue;
-		code = MAKE_SQLSTATE(checked[i].sqlstate[0], checked[i].sqlstate[1],
-							 checked[i].sqlstate[2], checked[i].sqlstate[3],
-							 checked[i].sqlstate[4]);
+		code = RemoteSqlstate(checked[i].sqlstate);
 		if (checked[i].timed_out || ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
 		{
 			ereport(WARNING,
