@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * cd_errcodes.h
- *	  collegedb's own SQLSTATEs, class CD (README.md, "Errors").
+ *	  collegedb's own SQLSTATEs, class CD (README.md, "Concepts",
+ *	  and src/README.md, "Errors").
  *
  * Every condition collegedb raises on its own account uses one of these;
  * remote errors keep the SQLSTATE the shard gave them.

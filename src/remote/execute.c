@@ -5,14 +5,15 @@
  *	  transaction, retries once on a stale connection, and raises the
  *	  shard's errors with their identity and a context line.
  *
- * Transactions (DESIGN.md section 8): a read outside a transaction block,
- * on a shard with no open remote transaction, runs in the shard's
- * autocommit: one round trip.  So does a statement that the dialect would
- * commit implicitly (MySQL's DDL): it is refused inside an open remote
- * transaction, and otherwise not transactional.  Anything else (a write, or any statement in
- * a transaction block) joins the shard's remote transaction, opening it
- * with BEGIN (and SAVEPOINTs up to the current subtransaction level) sent
- * together with the statement.  connection.c commits and rolls back.
+ * Transactions (src/README.md, "Transactions"): a read outside a
+ * transaction block, on a shard with no open remote transaction, runs in
+ * the shard's autocommit: one round trip.  So does a statement that the
+ * dialect would commit implicitly (MySQL's DDL): it is refused inside an
+ * open remote transaction, and otherwise not transactional.  Anything else
+ * (a write, or any statement in a transaction block) joins the shard's
+ * remote transaction, opening it with BEGIN (and SAVEPOINTs up to the
+ * current subtransaction level) sent together with the statement.
+ * connection.c commits and rolls back.
  *
  * A connection found dead when the statement started (a restarted shard)
  * is reconnected and the statement sent again, but only when no remote

@@ -32,7 +32,8 @@
 
 /*
  * read_following runs a read on 'shard'; when it returns no rows and the
- * shard has a tombstone for the key, follows it (DESIGN.md 6).  Returns
+ * shard has a tombstone for the key, follows it (src/README.md, "Tombstones
+ * and guarded writes").  Returns
  * the rows, and in *answered the shard that gave them.  With
  * collegedb.best_effort a trail that cannot be followed gives no rows.
  */

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * router.c
- *	  Decides which shard a key goes to (DESIGN.md 4.3, 4.4): the key's
- *	  mapping when it has one, else a new allocation by the strategy.
+ *	  Decides which shard a key goes to (src/README.md, "Placement"): the
+ *	  key's mapping when it has one, else a new allocation by the
+ *	  strategy, or under computed placement its owners by epoch.
  *
  * Mappings are cached per backend in "collegedb mapping cache", keyed by
  * the SHA-256 of the key, so a warm routed statement reads no catalog

@@ -5,7 +5,7 @@
  *	  rendezvous_owner, jump_bucket, slot_of.
  *
  * Text arrives in the database encoding and is hashed as UTF-8, as
- * DESIGN.md 4.1 defines.
+ * src/README.md ("Placement") defines.
  *
  *-------------------------------------------------------------------------
  */

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * moves.c
- *	  The journaled move of one key from one shard to another (DESIGN.md
- *	  6), run by background workers, each step committed before the next.
+ *	  The journaled move of one key from one shard to another
+ *	  (src/README.md, "Moves"), run by background workers, each step
+ *	  committed before the next.
  *
  *	  journaled    the move is recorded, held by the process that runs it
  *	  copied       validated: the source still holds the key, the key fits
@@ -235,7 +236,7 @@ step_source(CdMoveRow *m)
 	 * prepared transaction's rows only become visible at its own commit.
 	 * If the front dies here, the target keeps its copy until the move
 	 * resumes (and replaces it) or gives up (and removes it); routing sends
-	 * the key's statements to the source meanwhile (RouterMovingSource).
+	 * the key's statements to the source meanwhile (RouterResolve).
 	 */
 	RemoteCommitNow(m->target);
 	pause_for_tests(CollegeTestPauseInStep, m->id, "source", "inside step");
