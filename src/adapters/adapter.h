@@ -371,6 +371,17 @@ typedef struct CdAdapter
 	const char *key_match;
 } CdAdapter;
 
+/*
+ * The SQL standard's COMMIT, ROLLBACK and savepoint statements, which a
+ * CdAdapter initializer may take as they are (sql_begin differs).
+ */
+#define CD_SQL_STANDARD_TRANSACTION_CONTROL \
+	.sql_commit = "COMMIT", \
+	.sql_rollback = "ROLLBACK", \
+	.sql_savepoint = "SAVEPOINT s%d", \
+	.sql_release = "RELEASE SAVEPOINT s%d", \
+	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d"
+
 /* the registry (adapters/registry.c) */
 extern int	AdapterCount(void);
 extern const CdAdapter *AdapterForDialect(CdDialect dialect);
@@ -391,6 +402,7 @@ extern void AdapterRefuse(CdRemoteError *err, const char *sqlstate,
 						  const char *message, const char *detail);
 extern char *AdapterHexBytes(const char *data, int len);
 extern char *AdapterQuoteIdent(const char *ident, char quote);
+extern char *AdapterQuoteStandardIdent(const char *ident);
 extern char *AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n);
 extern char *AdapterQualifiedName(const CdAdapter *adapter, const char *schema,
 								  const char *name);

@@ -98,6 +98,16 @@ AdapterQuoteIdent(const char *ident, char quote)
 }
 
 /*
+ * AdapterQuoteStandardIdent quotes an identifier the SQL standard's way, in
+ * double quotes (PostgreSQL, SQLite): a CdAdapter.quote_ident.
+ */
+char *
+AdapterQuoteStandardIdent(const char *ident)
+{
+	return AdapterQuoteIdent(ident, '"');
+}
+
+/*
  * AdapterKeyMatch returns the adapter's byte-for-byte comparison of column
  * 'column' (unquoted) with parameter $n (CdAdapter.key_match).
  */

@@ -482,11 +482,7 @@ const CdAdapter CdMysqlAdapter = {
 	.max_key_length = CD_MYSQL_MAX_KEY_LENGTH,
 
 	.sql_begin = "START TRANSACTION",
-	.sql_commit = "COMMIT",
-	.sql_rollback = "ROLLBACK",
-	.sql_savepoint = "SAVEPOINT s%d",
-	.sql_release = "RELEASE SAVEPOINT s%d",
-	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d",
+	CD_SQL_STANDARD_TRANSACTION_CONTROL,
 	.implicit_commit = mysql_implicit_commit,
 
 	.quote_ident = MysqlQuoteIdent,

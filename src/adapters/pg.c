@@ -462,15 +462,6 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 }
 
 /*
- * pg_quote_ident double-quotes an identifier, doubling embedded quotes.
- */
-static char *
-pg_quote_ident(const char *ident)
-{
-	return AdapterQuoteIdent(ident, '"');
-}
-
-/*
  * What add_shard creates on a PostgreSQL shard: the tombstone table, and
  * collegedb_guard(key), which takes the key's shared advisory lock (a mover
  * takes it exclusively) and fails with SQLSTATE CD0M1
@@ -522,12 +513,8 @@ const CdAdapter CdPostgresAdapter = {
 	.max_params = PG_MAX_PARAMS,
 	.max_key_length = 0,
 	.sql_begin = "BEGIN",
-	.sql_commit = "COMMIT",
-	.sql_rollback = "ROLLBACK",
-	.sql_savepoint = "SAVEPOINT s%d",
-	.sql_release = "RELEASE SAVEPOINT s%d",
-	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d",
-	.quote_ident = pg_quote_ident,
+	CD_SQL_STANDARD_TRANSACTION_CONTROL,
+	.quote_ident = AdapterQuoteStandardIdent,
 	.shard_ddl = pg_shard_ddl,
 	.sql_begin_write = "BEGIN",
 	.guard_setup = "SELECT collegedb_guard(%s)",

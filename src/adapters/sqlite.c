@@ -356,16 +356,6 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 
 
 /*
- * sqlite_quote_ident quotes an identifier the SQL-standard way SQLite
- * understands: in double quotes, embedded double quotes doubled.
- */
-static char *
-sqlite_quote_ident(const char *ident)
-{
-	return AdapterQuoteIdent(ident, '"');
-}
-
-/*
  * What add_shard creates on an SQLite shard: the tombstone table and an
  * index on its key.  Writers are serialized by SQLite's write lock, which
  * a write transaction takes at BEGIN IMMEDIATE.
@@ -406,13 +396,9 @@ const CdAdapter CdSqliteAdapter = {
 	.valid_options = SqliteValidOptions,
 
 	.sql_begin = "BEGIN",
-	.sql_commit = "COMMIT",
-	.sql_rollback = "ROLLBACK",
-	.sql_savepoint = "SAVEPOINT s%d",
-	.sql_release = "RELEASE SAVEPOINT s%d",
-	.sql_rollback_to = "ROLLBACK TO SAVEPOINT s%d",
+	CD_SQL_STANDARD_TRANSACTION_CONTROL,
 
-	.quote_ident = sqlite_quote_ident,
+	.quote_ident = AdapterQuoteStandardIdent,
 	.shard_ddl = sqlite_shard_ddl,
 	.sql_begin_write = "BEGIN IMMEDIATE",
 	.guard_query = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1",

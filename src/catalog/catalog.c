@@ -12,7 +12,8 @@
  * its next statement, this one at its next command, and an aborted change
  * sends nothing (the trigger is invalidate.c).  The caches themselves live
  * beside their readers (shards.c, config.c, epochs.c, tables.c and the
- * router's mapping cache, router/router.c).
+ * router's mapping cache, router/router.c); the simple ones, valid until
+ * their table changes, are dropped here (CatalogCacheRegister).
  *
  * The tables belong to the role that created the extension, and nobody
  * else holds a privilege on them: roles granted collegedb's functions
@@ -36,8 +37,10 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -60,9 +63,24 @@ static Oid	rel_oids[CD_REL_COUNT];
 static Oid	catalog_owner = InvalidOid;
 static void (*first_use_hook) (void) = NULL;
 
+/* the backend-local caches of catalog tables (CatalogCacheRegister) */
+typedef struct CatalogCache
+{
+	CdCatalogRel rel;
+	bool	   *valid;
+} CatalogCache;
+
+static CatalogCache caches[CD_REL_COUNT * 2];
+static int	ncaches = 0;
+
 static void
 catalog_relcache_callback(Datum arg, Oid relid)
 {
+	/* before the OIDs are forgotten: they say which table changed */
+	for (int i = 0; i < ncaches; i++)
+		if (CatalogRelidIs(caches[i].rel, relid))
+			*caches[i].valid = false;
+
 	for (int i = 0; i < CD_REL_COUNT; i++)
 	{
 		if (relid == InvalidOid || relid == rel_oids[i])
@@ -75,12 +93,29 @@ catalog_relcache_callback(Datum arg, Oid relid)
 }
 
 /*
- * CatalogInit registers the callback that forgets the cached OIDs.
+ * CatalogInit registers the callback that forgets the cached OIDs and
+ * drops the registered caches.
  */
 void
 CatalogInit(void)
 {
 	CacheRegisterRelcacheCallback(catalog_relcache_callback, (Datum) 0);
+}
+
+/*
+ * CatalogCacheRegister makes '*valid' false whenever catalog table 'rel'
+ * changes (its trigger's invalidation, or a reset of every relation): a
+ * cache kept beside the table's reader then reloads at its next use.
+ * Called from the readers' init functions, in _PG_init.
+ */
+void
+CatalogCacheRegister(CdCatalogRel rel, bool *valid)
+{
+	if (ncaches >= lengthof(caches))
+		elog(ERROR, "too many caches of collegedb's catalog");
+	caches[ncaches].rel = rel;
+	caches[ncaches].valid = valid;
+	ncaches++;
 }
 
 /*
@@ -276,6 +311,28 @@ CatalogExecPlan(SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types,
 				const Datum *values, const char *nulls, bool read_only,
 				CdCatalogRows *rows)
 {
+	return catalog_exec(plan, sql, nargs, types, values, nulls, read_only, rows);
+}
+
+/*
+ * CatalogExecTexts is CatalogExec (with 'plan': CatalogExecPlan) for a
+ * statement whose arguments are all text, 'texts' (a NULL one is NULL).
+ */
+uint64
+CatalogExecTexts(SPIPlanPtr *plan, const char *sql, int nargs, const char *const *texts,
+				 bool read_only, CdCatalogRows *rows)
+{
+	Oid		   *types = palloc(sizeof(Oid) * Max(nargs, 1));
+	Datum	   *values = palloc(sizeof(Datum) * Max(nargs, 1));
+	char	   *nulls = palloc(nargs + 1);
+
+	for (int i = 0; i < nargs; i++)
+	{
+		types[i] = TEXTOID;
+		values[i] = texts[i] ? CStringGetTextDatum(texts[i]) : (Datum) 0;
+		nulls[i] = texts[i] ? ' ' : 'n';
+	}
+	nulls[nargs] = '\0';
 	return catalog_exec(plan, sql, nargs, types, values, nulls, read_only, rows);
 }
 

@@ -29,6 +29,7 @@ typedef enum CdCatalogRel
 } CdCatalogRel;
 
 extern void CatalogInit(void);
+extern void CatalogCacheRegister(CdCatalogRel rel, bool *valid);
 extern void CatalogOnFirstUse(void (*hook) (void));
 extern Oid	CatalogRelid(CdCatalogRel rel);
 extern bool CatalogRelidIs(CdCatalogRel rel, Oid relid);
@@ -63,6 +64,9 @@ extern uint64 CatalogExec(const char *sql, int nargs, const Oid *types, const Da
 extern uint64 CatalogExecPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 							  const Oid *types, const Datum *values, const char *nulls,
 							  bool read_only, CdCatalogRows *rows);
+extern uint64 CatalogExecTexts(SPIPlanPtr *plan, const char *sql, int nargs,
+							   const char *const *texts, bool read_only,
+							   CdCatalogRows *rows);
 extern char *CatalogText(const CdCatalogRows *rows, uint64 row, int col);
 extern Datum CatalogValue(const CdCatalogRows *rows, uint64 row, int col, bool *isnull);
 

@@ -18,7 +18,6 @@
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -59,20 +58,13 @@ static const char *const strategy_names[] = {
 static CdConfig config;
 static bool config_valid = false;
 
-static void
-config_relcache_callback(Datum arg, Oid relid)
-{
-	if (CatalogRelidIs(CD_REL_CONFIG, relid))
-		config_valid = false;
-}
-
 /*
- * ConfigInit registers the cache's invalidation callback.
+ * ConfigInit has the cache dropped when collegedb.config changes.
  */
 void
 ConfigInit(void)
 {
-	CacheRegisterRelcacheCallback(config_relcache_callback, (Datum) 0);
+	CatalogCacheRegister(CD_REL_CONFIG, &config_valid);
 }
 
 bool

@@ -21,7 +21,6 @@
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -35,20 +34,13 @@ static MemoryContext epoch_context = NULL;
 static List *epochs = NIL;		/* of CdEpoch *, newest first */
 static bool epochs_valid = false;
 
-static void
-epoch_relcache_callback(Datum arg, Oid relid)
-{
-	if (CatalogRelidIs(CD_REL_EPOCH, relid))
-		epochs_valid = false;
-}
-
 /*
- * EpochInit registers the cache's invalidation callback.
+ * EpochInit has the cache dropped when collegedb.epoch changes.
  */
 void
 EpochInit(void)
 {
-	CacheRegisterRelcacheCallback(epoch_relcache_callback, (Datum) 0);
+	CatalogCacheRegister(CD_REL_EPOCH, &epochs_valid);
 }
 
 static int

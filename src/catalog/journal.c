@@ -401,14 +401,12 @@ JournalMoveAbandoned(int64 move_id)
 bool
 JournalLiveMove(const char *stored, int64 *move_id, int *pid)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(stored)};
 	CdCatalogRows rows;
 	bool		isnull;
 
-	if (CatalogExec("SELECT m.id, m.lease_pid FROM collegedb.move m "
-					"WHERE m.key = $1 AND m.step NOT IN ('done', 'failed') AND " HOLDER_ALIVE,
-					1, types, values, NULL, false, &rows) != 1)
+	if (CatalogExecTexts(NULL, "SELECT m.id, m.lease_pid FROM collegedb.move m "
+						 "WHERE m.key = $1 AND m.step NOT IN ('done', 'failed') AND " HOLDER_ALIVE,
+						 1, &stored, false, &rows) != 1)
 		return false;
 	*move_id = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
 	*pid = DatumGetInt32(CatalogValue(&rows, 0, 2, &isnull));
@@ -471,14 +469,12 @@ JournalAnyMoveBeforeSource(void)
 char *
 JournalMovingSource(const char *stored)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(stored)};
 	CdCatalogRows rows;
 
-	if (CatalogExec("SELECT source FROM collegedb.move WHERE key = $1 "
-					"AND step NOT IN ('done', 'failed') "
-					"AND step IN ('journaled', 'copied')",
-					1, types, values, NULL, true, &rows) != 1)
+	if (CatalogExecTexts(NULL, "SELECT source FROM collegedb.move WHERE key = $1 "
+						 "AND step NOT IN ('done', 'failed') "
+						 "AND step IN ('journaled', 'copied')",
+						 1, &stored, true, &rows) != 1)
 		return NULL;
 	return CatalogText(&rows, 0, 1);
 }

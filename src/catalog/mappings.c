@@ -79,15 +79,12 @@ MappingFind(const char *stored_key, char *shard)
 void
 MappingInsert(const char *stored_key, const char *shard, char *owner)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
+	const char *args[2] = {stored_key, shard};
 
-	values[0] = CStringGetTextDatum(stored_key);
-	values[1] = CStringGetTextDatum(shard);
-	if (CatalogExecPlan(&insert_plan,
-						"INSERT INTO collegedb.mapping (key, record, shard) "
-						"VALUES ($1, $1, $2) ON CONFLICT (key) DO NOTHING",
-						2, types, values, NULL, false, NULL) == 1)
+	if (CatalogExecTexts(&insert_plan,
+						 "INSERT INTO collegedb.mapping (key, record, shard) "
+						 "VALUES ($1, $1, $2) ON CONFLICT (key) DO NOTHING",
+						 2, args, false, NULL) == 1)
 		strlcpy(owner, shard, NAMEDATALEN);
 	else if (!MappingFind(stored_key, owner))
 		elog(ERROR, "mapping of a conflicting key vanished");
@@ -102,17 +99,15 @@ MappingInsert(const char *stored_key, const char *shard, char *owner)
 void
 MappingPoint(const char *stored_key, const char *shard)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
+	const char *args[2] = {stored_key, shard};
 
-	values[0] = CStringGetTextDatum(stored_key);
-	values[1] = CStringGetTextDatum(shard);
-	if (CatalogExec("UPDATE collegedb.mapping SET shard = $2 WHERE record = "
-					"(SELECT record FROM collegedb.mapping WHERE key = $1)",
-					2, types, values, NULL, false, NULL) == 0)
-		(void) CatalogExec("INSERT INTO collegedb.mapping (key, record, shard) VALUES ($1, $1, $2) "
-						   "ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
-						   2, types, values, NULL, false, NULL);
+	if (CatalogExecTexts(NULL, "UPDATE collegedb.mapping SET shard = $2 WHERE record = "
+						 "(SELECT record FROM collegedb.mapping WHERE key = $1)",
+						 2, args, false, NULL) == 0)
+		(void) CatalogExecTexts(NULL, "INSERT INTO collegedb.mapping (key, record, shard) "
+								"VALUES ($1, $1, $2) "
+								"ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
+								2, args, false, NULL);
 }
 
 /*
@@ -121,11 +116,8 @@ MappingPoint(const char *stored_key, const char *shard)
 bool
 MappingAnyOnShard(const char *shard)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(shard)};
-
-	return CatalogExec("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
-					   1, types, values, NULL, false, NULL) > 0;
+	return CatalogExecTexts(NULL, "SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
+							1, &shard, false, NULL) > 0;
 }
 
 /*
@@ -136,13 +128,11 @@ MappingAnyOnShard(const char *shard)
 bool
 MappingRecordOf(const char *stored_key, char **record, bool *is_lookup)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(stored_key)};
 	CdCatalogRows rows;
 	bool		isnull;
 
-	if (CatalogExec("SELECT record, record <> key FROM collegedb.mapping WHERE key = $1",
-					1, types, values, NULL, true, &rows) != 1)
+	if (CatalogExecTexts(NULL, "SELECT record, record <> key FROM collegedb.mapping WHERE key = $1",
+						 1, &stored_key, true, &rows) != 1)
 		return false;
 	*record = CatalogText(&rows, 0, 1);
 	*is_lookup = DatumGetBool(CatalogValue(&rows, 0, 2, &isnull));

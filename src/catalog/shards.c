@@ -43,7 +43,6 @@ static MemoryContext shard_cache_context = NULL;
 static List *shard_cache = NIL;	/* of CdShard *, sorted by name */
 static bool shard_cache_valid = false;
 
-static void shard_relcache_callback(Datum arg, Oid relid);
 static void shard_server_callback(Datum arg, int cacheid, uint32 hashvalue);
 
 /*
@@ -52,15 +51,8 @@ static void shard_server_callback(Datum arg, int cacheid, uint32 hashvalue);
 void
 ShardCatalogInit(void)
 {
-	CacheRegisterRelcacheCallback(shard_relcache_callback, (Datum) 0);
+	CatalogCacheRegister(CD_REL_SHARD, &shard_cache_valid);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, shard_server_callback, (Datum) 0);
-}
-
-static void
-shard_relcache_callback(Datum arg, Oid relid)
-{
-	if (CatalogRelidIs(CD_REL_SHARD, relid))
-		shard_cache_valid = false;
 }
 
 static void
@@ -331,11 +323,8 @@ ShardInsert(const char *name, const char *region, double priority,
 void
 ShardDelete(const char *name)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(name)};
-
-	(void) CatalogExec("DELETE FROM collegedb.shard WHERE name = $1",
-					   1, types, values, NULL, false, NULL);
+	(void) CatalogExecTexts(NULL, "DELETE FROM collegedb.shard WHERE name = $1",
+							1, &name, false, NULL);
 }
 
 /*

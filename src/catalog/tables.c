@@ -102,12 +102,10 @@ RegisteredTables(void)
 char *
 TableKeyColumn(const char *table_name)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(table_name)};
 	CdCatalogRows rows;
 
-	if (CatalogExec("SELECT key_column FROM collegedb.registered_table WHERE table_name = $1",
-					1, types, values, NULL, true, &rows) != 1)
+	if (CatalogExecTexts(NULL, "SELECT key_column FROM collegedb.registered_table WHERE table_name = $1",
+						 1, &table_name, true, &rows) != 1)
 		return NULL;
 	return CatalogText(&rows, 0, 1);
 }
@@ -118,11 +116,8 @@ TableKeyColumn(const char *table_name)
 void
 TableRegister(const char *table_name, const char *key_column)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
+	const char *args[2] = {table_name, key_column};
 
-	values[0] = CStringGetTextDatum(table_name);
-	values[1] = CStringGetTextDatum(key_column);
-	(void) CatalogExec("INSERT INTO collegedb.registered_table (table_name, key_column) "
-					   "VALUES ($1, $2)", 2, types, values, NULL, false, NULL);
+	(void) CatalogExecTexts(NULL, "INSERT INTO collegedb.registered_table (table_name, key_column) "
+							"VALUES ($1, $2)", 2, args, false, NULL);
 }

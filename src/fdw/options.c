@@ -42,6 +42,7 @@
 PG_FUNCTION_INFO_V1(collegedb_fdw_validator);
 
 static const char *const table_options[] = {"key_column", "table_name", "schema_name", NULL};
+static const char *const column_options[] = {"column_name", NULL};
 
 static bool
 in_list(const char *name, const char *const *list)
@@ -59,6 +60,28 @@ ensure_nonempty(DefElem *def)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must not be empty", def->defname)));
+}
+
+/*
+ * ensure_named checks that every option of 'what' (a foreign table, a
+ * column) is one of 'valid' and not empty.
+ */
+static void
+ensure_named(List *options, const char *const *valid, const char *what, const char *hint)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (!in_list(def->defname, valid))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\" for %s", def->defname, what),
+					 errhint("%s", hint)));
+		ensure_nonempty(def);
+	}
 }
 
 /*
@@ -174,7 +197,6 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 {
 	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
 	Oid			catalog = PG_GETARG_OID(1);
-	ListCell   *lc;
 
 	switch (catalog)
 	{
@@ -187,31 +209,13 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 			break;
 
 		case ForeignTableRelationId:
-			foreach(lc, options)
-			{
-				DefElem    *def = lfirst(lc);
-
-				if (!in_list(def->defname, table_options))
-					ereport(ERROR,
-							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-							 errmsg("invalid option \"%s\" for a collegedb foreign table", def->defname),
-							 errhint("Valid options are key_column, table_name and schema_name.")));
-				ensure_nonempty(def);
-			}
+			ensure_named(options, table_options, "a collegedb foreign table",
+						 "Valid options are key_column, table_name and schema_name.");
 			break;
 
 		case AttributeRelationId:
-			foreach(lc, options)
-			{
-				DefElem    *def = lfirst(lc);
-
-				if (strcmp(def->defname, "column_name") != 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-							 errmsg("invalid option \"%s\" for a collegedb foreign table column", def->defname),
-							 errhint("The valid option is column_name.")));
-				ensure_nonempty(def);
-			}
+			ensure_named(options, column_options, "a collegedb foreign table column",
+						 "The valid option is column_name.");
 			break;
 
 		default:

@@ -558,8 +558,13 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * invalidate marks the connections to the server with syscache hash value
+ * 'server_hash' (0: every connection) for a reconnect at their next use
+ * outside a remote transaction.
+ */
 static void
-connection_server_callback(Datum arg, int cacheid, uint32 hashvalue)
+invalidate(uint32 server_hash)
 {
 	HASH_SEQ_STATUS scan;
 	CdConnection *conn;
@@ -568,8 +573,14 @@ connection_server_callback(Datum arg, int cacheid, uint32 hashvalue)
 		return;
 	hash_seq_init(&scan, connections);
 	while ((conn = hash_seq_search(&scan)) != NULL)
-		if (hashvalue == 0 || conn->server_hash == hashvalue)
+		if (server_hash == 0 || conn->server_hash == server_hash)
 			conn->invalidated = true;
+}
+
+static void
+connection_server_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	invalidate(hashvalue);
 }
 
 /*
@@ -580,14 +591,7 @@ connection_server_callback(Datum arg, int cacheid, uint32 hashvalue)
 static void
 connection_mapping_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
-	HASH_SEQ_STATUS scan;
-	CdConnection *conn;
-
-	if (connections == NULL)
-		return;
-	hash_seq_init(&scan, connections);
-	while ((conn = hash_seq_search(&scan)) != NULL)
-		conn->invalidated = true;
+	invalidate(0);
 }
 
 /*

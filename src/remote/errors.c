@@ -62,15 +62,11 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 					 err->hint ? errhint("%s", err->hint) : 0));
 			break;
 		case CD_REMOTE_COMMIT:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("could not commit on shard \"%s\": %s", shard, message),
-					 err->detail ? errdetail_internal("%s", err->detail) : 0,
-					 err->hint ? errhint("%s", err->hint) : 0));
-			break;
 		case CD_REMOTE_RELEASE:
 			ereport(ERROR,
 					(errcode(code),
+					 op == CD_REMOTE_COMMIT ?
+					 errmsg("could not commit on shard \"%s\": %s", shard, message) :
 					 errmsg("could not release savepoint on shard \"%s\": %s", shard, message),
 					 err->detail ? errdetail_internal("%s", err->detail) : 0,
 					 err->hint ? errhint("%s", err->hint) : 0));
