@@ -78,9 +78,53 @@ PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -W
 SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
 
+# The pg_regress suite: every sql/*.sql but the extension scripts, in name
+# order, expected output in expected/.  `make installcheck` runs it against
+# a running server (README.md, "Running the regression tests against your
+# own server"); scripts/test runs the same list and options on a temporary
+# instance (make print-regress, print-regress-opts).
+REGRESS = $(sort $(filter-out collegedb--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --encoding=UTF8
+
+# The tests read their shards' settings from the environment (psql's
+# \getenv).  PostgreSQL shards are databases of the server under test.
+COLLEGEDB_TEST_PG_HOST ?= 127.0.0.1
+COLLEGEDB_TEST_PG_PORT ?= $(or $(PGPORT),5432)
+COLLEGEDB_TEST_MYSQL_HOST ?= 127.0.0.1
+COLLEGEDB_TEST_MYSQL_USER ?= collegedb
+COLLEGEDB_TEST_MYSQL_PASSWORD ?= collegedb
+export COLLEGEDB_TEST_PG_HOST COLLEGEDB_TEST_PG_PORT COLLEGEDB_TEST_SQLITE_DIR
+export COLLEGEDB_TEST_MYSQL_HOST COLLEGEDB_TEST_MYSQL_PORT COLLEGEDB_TEST_MYSQL_USER
+export COLLEGEDB_TEST_MYSQL_PASSWORD
+
+# A test that uses :'my_port' (COLLEGEDB_TEST_MYSQL_PORT) needs a MySQL or
+# MariaDB server: without that variable it is left out, and said so.
+REGRESS_MYSQL = $(basename $(notdir $(shell grep -l ":'my_port'" sql/*.sql)))
+ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
+REGRESS := $(filter-out $(REGRESS_MYSQL),$(REGRESS))
+endif
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# installcheck's checks of the environment, before pg_regress starts
+REGRESS_PREP = installcheck-settings
+.PHONY: installcheck-settings print-regress print-regress-opts
+installcheck-settings:
+ifeq ($(COLLEGEDB_TEST_SQLITE_DIR),)
+	@echo 'Set COLLEGEDB_TEST_SQLITE_DIR to a directory the server'"'"'s OS user can write (the SQLite shards'"'"' files).' >&2
+	@exit 1
+endif
+ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
+	@echo 'COLLEGEDB_TEST_MYSQL_PORT is not set: leaving out the tests that need MySQL ($(REGRESS_MYSQL)).'
+endif
+
+print-regress:
+	@echo $(REGRESS)
+
+print-regress-opts:
+	@echo $(REGRESS_OPTS)
 
 sql/collegedb--0.2.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql
 	cat $^ > $@
