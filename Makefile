@@ -104,12 +104,14 @@ ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
 REGRESS := $(filter-out $(REGRESS_MYSQL),$(REGRESS))
 endif
 
+# installcheck's checks of the environment, before pg_regress starts (set
+# before PGXS reads its installcheck rule)
+REGRESS_PREP = installcheck-settings
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# installcheck's checks of the environment, before pg_regress starts
-REGRESS_PREP = installcheck-settings
 .PHONY: installcheck-settings print-regress print-regress-opts
 installcheck-settings:
 ifeq ($(COLLEGEDB_TEST_SQLITE_DIR),)
