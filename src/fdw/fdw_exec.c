@@ -534,6 +534,7 @@ typedef struct FdwInsertState
 	const char *sql[CD_MAX_DIALECTS];
 	int			ncols;
 	AttrNumber *attnums;
+	MemoryContext row_context;	/* reset after each row */
 } FdwInsertState;
 
 void
@@ -556,18 +557,18 @@ collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 			st->attnums[st->ncols++] = att->attnum;
 	}
 	DeparseInsert(st->table, st->ncols, st->attnums, st->sql);
+	st->row_context = AllocSetContextCreate(mtstate->ps.state->es_query_cxt,
+											"collegedb insert row",
+											ALLOCSET_DEFAULT_SIZES);
 	rinfo->ri_FdwState = st;
 }
 
 /*
- * collegedb_exec_insert inserts one row where its key belongs (a new key
- * is allocated and mapped, as with collegedb.run).
+ * insert_row sends one row where its key belongs; see collegedb_exec_insert.
  */
-TupleTableSlot *
-collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
-					  TupleTableSlot *slot, TupleTableSlot *planSlot)
+static void
+insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 {
-	FdwInsertState *st = rinfo->ri_FdwState;
 	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
 	CdParam    *params = palloc(sizeof(CdParam) * Max(st->ncols, 1));
 	char	   *key = NULL;
@@ -589,7 +590,7 @@ collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 		const CdShard *shard = ShardLookup(st->table->shard);
 
 		(void) RemoteExecute(shard, st->sql[shard->dialect], st->ncols, params, NULL, true);
-		return slot;
+		return;
 	}
 	if (key == NULL)
 		ereport(ERROR,
@@ -599,6 +600,24 @@ collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 				 errdetail("Column \"%s\" is null.",
 						   NameStr(TupleDescAttr(desc, st->table->key_attno - 1)->attname))));
 	(void) RouterExecuteDialects(key, strlen(key), st->sql, st->ncols, params, NULL, true);
+}
+
+/*
+ * collegedb_exec_insert inserts one row where its key belongs (a new key
+ * is allocated and mapped, as with collegedb.run), in a memory context
+ * reset after the row: its parameters, its routing and its statement
+ * leave nothing behind, however many rows an INSERT ... SELECT sends.
+ */
+TupleTableSlot *
+collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
+					  TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	FdwInsertState *st = rinfo->ri_FdwState;
+	MemoryContext old = MemoryContextSwitchTo(st->row_context);
+
+	insert_row(st, rinfo, slot);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(st->row_context);
 	return slot;
 }
 
