@@ -15,20 +15,33 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/adapters/common.o \
+	src/adapters/registry.o \
 	src/adapters/lexer.o \
 	src/adapters/pg.o \
+	src/adapters/pg_connect.o \
+	src/adapters/pg_options.o \
 	src/adapters/sqlite.o \
+	src/adapters/sqlite_connect.o \
+	src/adapters/sqlite_errors.o \
+	src/adapters/sqlite_options.o \
+	src/adapters/sqlite_values.o \
 	src/adapters/sqlite_sandbox.o \
 	src/adapters/mysql.o \
+	src/adapters/mysql_connect.o \
+	src/adapters/mysql_errors.o \
 	src/adapters/mysql_options.o \
 	src/adapters/mysql_values.o \
 	src/remote/connection.o \
 	src/remote/values.o \
+	src/remote/errors.o \
 	src/remote/execute.o \
 	src/remote/fanout.o \
+	src/remote/tombstones.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \
+	src/catalog/invalidate.o \
+	src/catalog/journal.o \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/tables.o \
@@ -37,8 +50,10 @@ OBJS = \
 	src/placement/strategy.o \
 	src/router/allocate.o \
 	src/router/computed.o \
+	src/router/locate.o \
 	src/router/routed.o \
 	src/router/router.o \
+	src/fdw/deparse.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \
 	src/fdw/fdw_plan.o \
@@ -56,15 +71,62 @@ OBJS = \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
-	src/worker/moves.o
+	src/worker/moves.o \
+	src/worker/unit.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
 SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
 
+# The pg_regress suite: every sql/*.sql but the extension scripts, in name
+# order, expected output in expected/.  `make installcheck` runs it against
+# a running server (README.md, "Running the regression tests against your
+# own server"); scripts/test runs the same list and options on a temporary
+# instance (make print-regress, print-regress-opts).
+REGRESS = $(sort $(filter-out collegedb--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --encoding=UTF8
+
+# The tests read their shards' settings from the environment (psql's
+# \getenv).  PostgreSQL shards are databases of the server under test.
+COLLEGEDB_TEST_PG_HOST ?= 127.0.0.1
+COLLEGEDB_TEST_PG_PORT ?= $(or $(PGPORT),5432)
+COLLEGEDB_TEST_MYSQL_HOST ?= 127.0.0.1
+COLLEGEDB_TEST_MYSQL_USER ?= collegedb
+COLLEGEDB_TEST_MYSQL_PASSWORD ?= collegedb
+export COLLEGEDB_TEST_PG_HOST COLLEGEDB_TEST_PG_PORT COLLEGEDB_TEST_SQLITE_DIR
+export COLLEGEDB_TEST_MYSQL_HOST COLLEGEDB_TEST_MYSQL_PORT COLLEGEDB_TEST_MYSQL_USER
+export COLLEGEDB_TEST_MYSQL_PASSWORD
+
+# A test that uses :'my_port' (COLLEGEDB_TEST_MYSQL_PORT) needs a MySQL or
+# MariaDB server: without that variable it is left out, and said so.
+REGRESS_MYSQL = $(basename $(notdir $(shell grep -l ":'my_port'" sql/*.sql)))
+ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
+REGRESS := $(filter-out $(REGRESS_MYSQL),$(REGRESS))
+endif
+
+# installcheck's checks of the environment, before pg_regress starts (set
+# before PGXS reads its installcheck rule)
+REGRESS_PREP = installcheck-settings
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+.PHONY: installcheck-settings print-regress print-regress-opts
+installcheck-settings:
+ifeq ($(COLLEGEDB_TEST_SQLITE_DIR),)
+	@echo 'Set COLLEGEDB_TEST_SQLITE_DIR to a directory the server'"'"'s OS user can write (the SQLite shards'"'"' files).' >&2
+	@exit 1
+endif
+ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
+	@echo 'COLLEGEDB_TEST_MYSQL_PORT is not set: leaving out the tests that need MySQL ($(REGRESS_MYSQL)).'
+endif
+
+print-regress:
+	@echo $(REGRESS)
+
+print-regress-opts:
+	@echo $(REGRESS_OPTS)
 
 sql/collegedb--0.2.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql
 	cat $^ > $@
@@ -74,6 +136,5 @@ HEADERS = $(wildcard src/*.h src/*/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # mysql.h clashes with PostgreSQL's headers: only the MySQL adapter's files see it.
-src/adapters/mysql.o src/adapters/mysql.bc \
-src/adapters/mysql_options.o src/adapters/mysql_options.bc \
-src/adapters/mysql_values.o src/adapters/mysql_values.bc: override CPPFLAGS += $(shell mariadb_config --include)
+MYSQL_OBJS = $(filter src/adapters/mysql%.o,$(OBJS))
+$(MYSQL_OBJS) $(MYSQL_OBJS:.o=.bc): override CPPFLAGS += $(shell mariadb_config --include)

@@ -2,7 +2,7 @@
 -- SQLite shards.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 
 \i sql/common/try.sql
 -- how many of n keys are found with a read

@@ -2,8 +2,7 @@
 -- options, plans, rows that follow a moved key, and failed shards.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
-\getenv pg_port COLLEGEDB_TEST_PG_PORT
+\i sql/common/env.sql
 SELECT current_user AS me \gset
 \set a_db :sqlite_dir '/fdw_a.db'
 \set b_db :sqlite_dir '/fdw_b.db'
@@ -11,7 +10,7 @@ CREATE DATABASE collegedb_fdw;
 CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'a_db');
 CREATE SERVER b FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'b_db');
 CREATE SERVER p FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_fdw');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_fdw');
 CREATE USER MAPPING FOR PUBLIC SERVER p OPTIONS (user :'me');
 SELECT collegedb.add_shard('a'), collegedb.add_shard('b'), collegedb.add_shard('p');
 \i sql/common/try.sql

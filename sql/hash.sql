@@ -44,7 +44,7 @@ SELECT count(*) FILTER (WHERE before <> after AND before <> 'db-b') AS moved_not
   FROM o;
 
 -- keys with ':' and shard names with '-' are hashed as the bytes
--- shard || ':' || key, as DESIGN.md defines
+-- shard || ':' || key, as src/README.md ("Placement") defines
 SELECT collegedb.rendezvous_score('db-a', 'room:1') = collegedb.rendezvous_score('db-a:room', '1') AS same_bytes,
        collegedb.rendezvous_owner('enam:room:1', ARRAY['db-east-1', 'db-west-2']) AS owner;
 

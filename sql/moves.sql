@@ -2,8 +2,7 @@
 -- SQLite shards and a PostgreSQL shard (the test server itself).
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
-\getenv pg_port COLLEGEDB_TEST_PG_PORT
+\i sql/common/env.sql
 SELECT current_user AS me \gset
 SET collegedb_test.sqlite_dir = :'sqlite_dir';
 
@@ -24,7 +23,7 @@ BEGIN
 END $$;
 CREATE DATABASE collegedb_moves;
 CREATE SERVER pg FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_moves');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_moves');
 CREATE USER MAPPING FOR PUBLIC SERVER pg OPTIONS (user :'me');
 SELECT count(collegedb.add_shard(s)) FROM unnest(ARRAY['l1', 'l2', 'l3', 'l4', 'l5', 'pg']) AS s;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS users') ORDER BY shard;

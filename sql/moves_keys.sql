@@ -7,8 +7,7 @@
 -- keys only off shards that take none.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
-\getenv my_port COLLEGEDB_TEST_MYSQL_PORT
+\i sql/common/env.sql
 \set lite_db :sqlite_dir '/moves_keys_lite.db'
 \set lite2_db :sqlite_dir '/moves_keys_lite2.db'
 \i sql/common/try.sql
@@ -18,8 +17,8 @@ SELECT collegedb.configure(hash_mappings => false);
 CREATE SERVER lite FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'lite_db');
 CREATE SERVER lite2 FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'lite2_db');
 CREATE SERVER my FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER my OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER my OPTIONS (user :'my_user', password :'my_password');
 SELECT collegedb.add_shard('lite', region => 'weur');
 SELECT collegedb.add_shard('lite2', region => 'weur');
 SELECT collegedb.add_shard('my', region => 'enam');

@@ -2,15 +2,15 @@
 -- MariaDB server that scripts/test starts.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv my_port COLLEGEDB_TEST_MYSQL_PORT
+\i sql/common/env.sql
 CREATE SERVER s1 FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER s1 OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER s1 OPTIONS (user :'my_user', password :'my_password');
 SELECT collegedb.add_shard('s1');
 SELECT collegedb.run_on_shard('s1', 'CREATE DATABASE IF NOT EXISTS collegedb_test2');
 CREATE SERVER s2 FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test2');
-CREATE USER MAPPING FOR PUBLIC SERVER s2 OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test2');
+CREATE USER MAPPING FOR PUBLIC SERVER s2 OPTIONS (user :'my_user', password :'my_password');
 SELECT collegedb.add_shard('s2');
 \set bytes_t LONGBLOB
 \set ts_t DATETIME(6)
@@ -21,8 +21,8 @@ SELECT collegedb.add_shard('s2');
 
 -- wrong credentials and an unreachable server: class 08, the shard named
 CREATE SERVER s3 FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER s3 OPTIONS (user 'collegedb', password 'wrong');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER s3 OPTIONS (user :'my_user', password 'wrong');
 SELECT try($$SELECT collegedb.add_shard('s3')$$);
 ALTER SERVER s3 OPTIONS (SET port '1');
 SELECT try($$SELECT collegedb.add_shard('s3')$$);

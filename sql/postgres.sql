@@ -2,14 +2,14 @@
 -- of the test server itself, reached over libpq.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv pg_port COLLEGEDB_TEST_PG_PORT
+\i sql/common/env.sql
 SELECT current_user AS me \gset
 CREATE DATABASE collegedb_shard1;
 CREATE DATABASE collegedb_shard2;
 CREATE SERVER s1 FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_shard1');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_shard1');
 CREATE SERVER s2 FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_shard2');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_shard2');
 CREATE USER MAPPING FOR PUBLIC SERVER s1 OPTIONS (user :'me');
 CREATE USER MAPPING FOR PUBLIC SERVER s2 OPTIONS (user :'me');
 SELECT collegedb.add_shard('s1');
@@ -26,7 +26,7 @@ SELECT collegedb.add_shard('s2');
 
 -- no user mapping: a clear error, nothing sent
 CREATE SERVER s3 FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_shard1');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_shard1');
 SELECT try($$SELECT collegedb.add_shard('s3')$$);
 -- wrong credentials and an unreachable server: class 08, the shard named
 CREATE USER MAPPING FOR PUBLIC SERVER s3 OPTIONS (user 'no_such_role');

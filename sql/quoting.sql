@@ -6,9 +6,7 @@
 -- shards looks for it in the registered tables of each.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv pg_port COLLEGEDB_TEST_PG_PORT
-\getenv my_port COLLEGEDB_TEST_MYSQL_PORT
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 SELECT current_user AS me \gset
 
 -- two shards of each dialect
@@ -19,14 +17,14 @@ CREATE SERVER lite_b FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', d
 CREATE DATABASE collegedb_quoting_a;
 CREATE DATABASE collegedb_quoting_b;
 CREATE SERVER pg_a FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_quoting_a');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_quoting_a');
 CREATE SERVER pg_b FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_quoting_b');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_quoting_b');
 CREATE USER MAPPING FOR PUBLIC SERVER pg_a OPTIONS (user :'me');
 CREATE USER MAPPING FOR PUBLIC SERVER pg_b OPTIONS (user :'me');
 CREATE SERVER my_boot FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER my_boot OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER my_boot OPTIONS (user :'my_user', password :'my_password');
 SELECT collegedb.add_shard('my_boot');
 SELECT collegedb.run_on_shard('my_boot', 'DROP DATABASE IF EXISTS collegedb_quoting_a');
 SELECT collegedb.run_on_shard('my_boot', 'DROP DATABASE IF EXISTS collegedb_quoting_b');
@@ -34,11 +32,11 @@ SELECT collegedb.run_on_shard('my_boot', 'CREATE DATABASE collegedb_quoting_a');
 SELECT collegedb.run_on_shard('my_boot', 'CREATE DATABASE collegedb_quoting_b');
 SELECT collegedb.drop_shard('my_boot');
 CREATE SERVER my_a FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_quoting_a');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_quoting_a');
 CREATE SERVER my_b FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_quoting_b');
-CREATE USER MAPPING FOR PUBLIC SERVER my_a OPTIONS (user 'collegedb', password 'collegedb');
-CREATE USER MAPPING FOR PUBLIC SERVER my_b OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_quoting_b');
+CREATE USER MAPPING FOR PUBLIC SERVER my_a OPTIONS (user :'my_user', password :'my_password');
+CREATE USER MAPPING FOR PUBLIC SERVER my_b OPTIONS (user :'my_user', password :'my_password');
 SELECT collegedb.add_shard(s) FROM unnest(ARRAY['lite_a', 'lite_b', 'pg_a', 'pg_b', 'my_a', 'my_b']) AS s;
 SELECT name, dialect FROM collegedb.shards;
 

@@ -2,7 +2,7 @@
 -- mapping store, run/all/all_json/first, lookup keys, the mapping cache.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 
 \i sql/common/try.sql
 

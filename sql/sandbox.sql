@@ -9,9 +9,7 @@
 -- passwords.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
-\getenv my_port COLLEGEDB_TEST_MYSQL_PORT
-\getenv pg_port COLLEGEDB_TEST_PG_PORT
+\i sql/common/env.sql
 SELECT current_user AS me \gset
 \i sql/common/try.sql
 CREATE FUNCTION tries(VARIADIC sqls text[]) RETURNS TABLE (statement text, outcome text)
@@ -23,11 +21,11 @@ $$;
 CREATE SERVER lite FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'lite_db');
 CREATE DATABASE collegedb_sandbox;
 CREATE SERVER pg FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_sandbox');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_sandbox');
 CREATE USER MAPPING FOR :"me" SERVER pg OPTIONS (user :'me');
 CREATE SERVER my FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER my OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER my OPTIONS (user :'my_user', password :'my_password');
 SELECT collegedb.add_shard('lite'), collegedb.add_shard('pg'), collegedb.add_shard('my');
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE IF EXISTS notes') ORDER BY shard;
 SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE notes (id VARCHAR(600) PRIMARY KEY, body TEXT)')

@@ -7,9 +7,7 @@
 -- passwords.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv pg_port COLLEGEDB_TEST_PG_PORT
-\getenv my_port COLLEGEDB_TEST_MYSQL_PORT
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 SELECT current_user AS me \gset
 
 -- try() runs a statement as the current role and returns ok or the
@@ -133,7 +131,7 @@ CREATE ROLE regress_cd_shard_app LOGIN PASSWORD 'app-secret-1';
 CREATE ROLE regress_cd_shard_app2 LOGIN PASSWORD 'app-secret-2';
 CREATE DATABASE collegedb_sec_pg OWNER regress_cd_shard_admin;
 CREATE SERVER pg_s FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_sec_pg');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_sec_pg');
 CREATE USER MAPPING FOR :"me" SERVER pg_s OPTIONS (user :'me');
 CREATE USER MAPPING FOR regress_cd_admin SERVER pg_s
   OPTIONS (user 'regress_cd_shard_admin', password 'admin-secret-3', password_required 'false');
@@ -141,8 +139,8 @@ CREATE USER MAPPING FOR regress_cd_app SERVER pg_s
   OPTIONS (user 'regress_cd_shard_app', password 'app-secret-1');
 CREATE USER MAPPING FOR regress_cd_app2 SERVER pg_s OPTIONS (user 'regress_cd_shard_app2');
 CREATE SERVER my_s FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER my_s OPTIONS (user 'collegedb', password 'collegedb');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER my_s OPTIONS (user :'my_user', password :'my_password');
 SELECT sum(statements) AS statements_before FROM collegedb.shard_activity() \gset
 
 -- 4. A role without grants reaches nothing: not the schema, and with
@@ -448,11 +446,11 @@ SELECT count(*) AS leaks FROM (
 RESET ROLE;
 -- wrong credentials: the shard's error names the user, never the password
 CREATE SERVER pg_bad FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'postgres', host '127.0.0.1', port :'pg_port', dbname 'collegedb_sec_pg');
+  OPTIONS (dialect 'postgres', host :'pg_host', port :'pg_port', dbname 'collegedb_sec_pg');
 CREATE USER MAPPING FOR :"me" SERVER pg_bad OPTIONS (user 'regress_no_such_user', password 'bad-secret-9');
 CREATE SERVER my_bad FOREIGN DATA WRAPPER collegedb
-  OPTIONS (dialect 'mysql', host '127.0.0.1', port :'my_port', dbname 'collegedb_test');
-CREATE USER MAPPING FOR PUBLIC SERVER my_bad OPTIONS (user 'collegedb', password 'bad-secret-8');
+  OPTIONS (dialect 'mysql', host :'my_host', port :'my_port', dbname 'collegedb_test');
+CREATE USER MAPPING FOR PUBLIC SERVER my_bad OPTIONS (user :'my_user', password 'bad-secret-8');
 SELECT try($$SELECT collegedb.add_shard('pg_bad')$$) ~ '^08' AS refused,
        try($$SELECT collegedb.add_shard('pg_bad')$$) ~ 'secret' AS leaks;
 SELECT try($$SELECT collegedb.add_shard('my_bad')$$) ~ '^08' AS refused,

@@ -1,7 +1,7 @@
 -- Registering shards: add_shard, drop_shard, set_shard_state and the
 -- shards view, with their bad inputs.  SQLite shards need no server.
 CREATE EXTENSION collegedb;
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 \set a_db :sqlite_dir '/shards_a.db'
 \set b_db :sqlite_dir '/shards_b.db'
 

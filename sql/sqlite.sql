@@ -1,7 +1,7 @@
 -- Statements on SQLite shards (see common/dialect.sql)
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 \set s1_db :sqlite_dir '/dialect_s1.db'
 \set s2_db :sqlite_dir '/dialect_s2.db'
 CREATE SERVER s1 FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'s1_db');

@@ -2,7 +2,7 @@
 -- on SQLite shards.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 
 \i sql/common/try.sql
 

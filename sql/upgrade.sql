@@ -3,7 +3,7 @@
 -- with their signatures and properties, tables and their columns,
 -- constraints, indexes, triggers, views, grants, configuration dumps), and
 -- what 0.1 stored must still route afterwards.
-\getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
+\i sql/common/env.sql
 \set up_db :sqlite_dir '/upgrade_a.db'
 
 -- Everything that makes up the extension, one line per object or property.

@@ -17,11 +17,10 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
+#include "access/xact.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -35,20 +34,13 @@ static MemoryContext epoch_context = NULL;
 static List *epochs = NIL;		/* of CdEpoch *, newest first */
 static bool epochs_valid = false;
 
-static void
-epoch_relcache_callback(Datum arg, Oid relid)
-{
-	if (CatalogRelidIs(CD_REL_EPOCH, relid))
-		epochs_valid = false;
-}
-
 /*
- * EpochInit registers the cache's invalidation callback.
+ * EpochInit has the cache dropped when collegedb.epoch changes.
  */
 void
 EpochInit(void)
 {
-	CacheRegisterRelcacheCallback(epoch_relcache_callback, (Datum) 0);
+	CatalogCacheRegister(CD_REL_EPOCH, &epochs_valid);
 }
 
 static int
@@ -134,19 +126,13 @@ EpochInsert(int number, const char *const *shards, int nshards)
 	Datum	   *elems = palloc(sizeof(Datum) * Max(nshards, 1));
 	Oid			types[2] = {INT4OID, TEXTARRAYOID};
 	Datum		values[2];
-	CdCatalogAccess access;
 
 	for (int i = 0; i < nshards; i++)
 		elems[i] = CStringGetTextDatum(shards[i]);
 	values[0] = Int32GetDatum(number);
 	values[1] = PointerGetDatum(construct_array(elems, nshards, TEXTOID, -1, false, TYPALIGN_INT));
 
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("INSERT INTO collegedb.epoch (epoch, shards) VALUES ($1, $2)",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not publish epoch %d", number);
-	SPI_finish();
-	CatalogAccessEnd(&access);
+	(void) CatalogExec("INSERT INTO collegedb.epoch (epoch, shards) VALUES ($1, $2)",
+					   2, types, values, NULL, false, NULL);
 	CommandCounterIncrement();
 }

@@ -3,7 +3,9 @@
  * handler.c
  *	  The handler of the collegedb foreign-data wrapper.
  *
- * Planning is in fdw_plan.c, execution in fdw_exec.c (DESIGN.md 7).
+ * Planning is in fdw_plan.c, the remote statements in deparse.c, execution
+ * in fdw_exec.c (README.md, "Sharded foreign tables"; src/README.md, "A
+ * guarded write").
  *
  *-------------------------------------------------------------------------
  */

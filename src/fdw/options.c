@@ -12,10 +12,11 @@
  *
  * Two options carry privileges, as in postgres_fdw and file_fdw: only a
  * superuser may set password_required 'false' on a user mapping (it lets
- * a non-superuser connect to a PostgreSQL shard without a password, e.g.
- * as the server's own OS user), and only a superuser or a member of
- * pg_write_server_files may name an SQLite database file (collegedb opens
- * it as the server's OS user).
+ * a non-superuser connect to a shard without a password, e.g. as the
+ * server's own OS user), and only a superuser or a member of
+ * pg_write_server_files may create a server whose options name files on
+ * the front's host (CdCapabilities.server_files: collegedb opens them as
+ * the server's OS user).
  *
  * Only the option names and values are checked here; nothing connects.
  *
@@ -41,6 +42,7 @@
 PG_FUNCTION_INFO_V1(collegedb_fdw_validator);
 
 static const char *const table_options[] = {"key_column", "table_name", "schema_name", NULL};
+static const char *const column_options[] = {"column_name", NULL};
 
 static bool
 in_list(const char *name, const char *const *list)
@@ -58,6 +60,28 @@ ensure_nonempty(DefElem *def)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must not be empty", def->defname)));
+}
+
+/*
+ * ensure_named checks that every option of 'what' (a foreign table, a
+ * column) is one of 'valid' and not empty.
+ */
+static void
+ensure_named(List *options, const char *const *valid, const char *what, const char *hint)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (!in_list(def->defname, valid))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\" for %s", def->defname, what),
+					 errhint("%s", hint)));
+		ensure_nonempty(def);
+	}
 }
 
 /*
@@ -93,7 +117,8 @@ validate_server(List *options)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 					 errmsg("option \"dialect\" is required for a collegedb shard server"),
-					 errhint("Valid dialects are postgres, sqlite and mysql; a router server takes no options.")));
+					 errhint("Valid dialects are %s; a router server takes no options.",
+							 AdapterDialectList("and"))));
 		return;
 	}
 
@@ -101,7 +126,7 @@ validate_server(List *options)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown dialect \"%s\"", defGetString(dialect_def)),
-				 errhint("Valid dialects are postgres, sqlite and mysql.")));
+				 errhint("Valid dialects are %s.", AdapterDialectList("and"))));
 	adapter = AdapterForDialect(dialect);
 
 	foreach(lc, rest)
@@ -117,19 +142,21 @@ validate_server(List *options)
 	}
 	adapter->check_options(rest, ForeignServerRelationId);
 
-	if (dialect == CD_DIALECT_SQLITE && !superuser() &&
+	if (adapter->caps.server_files && !superuser() &&
 		!has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to create or alter an SQLite shard server"),
+				 errmsg("permission denied to create or alter %s shard server", adapter->a_name),
 				 errdetail("collegedb opens the database file as the server's operating-system user."),
-				 errhint("Only superusers and roles with the privileges of pg_write_server_files may name SQLite database files.")));
+				 errhint("Only superusers and roles with the privileges of pg_write_server_files may name %s database files.",
+						 adapter->display_name)));
 }
 
 /*
  * validate_user_mapping checks a user mapping's options.  The mapping does
- * not know its server's dialect: the adapter sees the options at connect
- * time.
+ * not know its server's dialect: it may take what any adapter takes in a
+ * user mapping, and the adapter sees the options at connect time.
+ * password_required is the remote layer's (the password rule).
  */
 static void
 validate_user_mapping(List *options)
@@ -152,13 +179,12 @@ validate_user_mapping(List *options)
 						 errmsg("password_required=false is superuser-only"),
 						 errhint("User mappings with the password_required option set to false may only be created or modified by a superuser.")));
 		}
-		else if (strcmp(def->defname, "user") != 0 &&
-				 strcmp(def->defname, "password") != 0 &&
-				 strcmp(def->defname, "sslpassword") != 0)
+		else if (!AdapterUserMappingOptionOk(def->defname))
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 					 errmsg("invalid option \"%s\" for a collegedb user mapping", def->defname),
-					 errhint("Valid options are user, password, sslpassword and password_required.")));
+					 errhint("Valid options are %s.",
+							 AdapterUserMappingOptions("password_required"))));
 	}
 }
 
@@ -171,7 +197,6 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 {
 	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
 	Oid			catalog = PG_GETARG_OID(1);
-	ListCell   *lc;
 
 	switch (catalog)
 	{
@@ -184,31 +209,13 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 			break;
 
 		case ForeignTableRelationId:
-			foreach(lc, options)
-			{
-				DefElem    *def = lfirst(lc);
-
-				if (!in_list(def->defname, table_options))
-					ereport(ERROR,
-							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-							 errmsg("invalid option \"%s\" for a collegedb foreign table", def->defname),
-							 errhint("Valid options are key_column, table_name and schema_name.")));
-				ensure_nonempty(def);
-			}
+			ensure_named(options, table_options, "a collegedb foreign table",
+						 "Valid options are key_column, table_name and schema_name.");
 			break;
 
 		case AttributeRelationId:
-			foreach(lc, options)
-			{
-				DefElem    *def = lfirst(lc);
-
-				if (strcmp(def->defname, "column_name") != 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-							 errmsg("invalid option \"%s\" for a collegedb foreign table column", def->defname),
-							 errhint("The valid option is column_name.")));
-				ensure_nonempty(def);
-			}
+			ensure_named(options, column_options, "a collegedb foreign table column",
+						 "The valid option is column_name.");
 			break;
 
 		default:

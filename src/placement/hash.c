@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * hash.c
- *	  The placement hash functions, exactly as DESIGN.md 4.1 fixes them;
- *	  reference/vectors.txt holds their test values.
+ *	  The placement hash functions, exactly as src/README.md ("Placement")
+ *	  defines them; sql/hash.sql holds test values that must not change.
  *
  * Rendezvous (strategy "hash"): score(s, k) = fmix32(fnv1a32(s ':' k)),
  * the owner is the highest score, ties to the lower name.  Jump (Concile

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * hash.h
- *	  The placement hash functions of DESIGN.md 4.1: rendezvous, jump and
- *	  slots.  Pure functions of their inputs.
+ *	  The placement hash functions (src/README.md, "Placement"):
+ *	  rendezvous, jump and slots.  Pure functions of their inputs.
  *
  *-------------------------------------------------------------------------
  */

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * strategy.c
- *	  The strategies of DESIGN.md 4.2: which of the shards that may take a
- *	  new key gets it.
+ *	  The strategies (src/README.md, "Placement"): which of the shards
+ *	  that may take a new key gets it.
  *
  * The caller (router/allocate.c) has already filtered the shards by state,
  * eligibility predicate and size, and passes them in name order (C
@@ -10,7 +10,7 @@
  * on their inputs (random draws from the backend's generator; round-robin
  * gets its ticket from the caller), so nothing here does I/O.
  *
- *	  hash         the highest rendezvous score (DESIGN.md 4.1)
+ *	  hash         the highest rendezvous score (hash.c)
  *	  round-robin  shard number ticket mod n
  *	  random       uniform
  *	  location     the smallest (distance to the target region + 1) /

@@ -55,11 +55,17 @@ typedef struct FanoutWork
 	TimestampTz deadline;		/* 0: none */
 } FanoutWork;
 
+/*
+ * fail records a shard's failure: its SQLSTATE, message, detail and hint.
+ */
 static void
-fail(FanoutWork *w, const char *sqlstate, const char *message)
+fail(FanoutWork *w, const char *sqlstate, const char *message, const char *detail,
+	 const char *hint)
 {
 	w->out->ok = false;
 	w->out->error = pstrdup(message);
+	w->out->detail = detail ? pstrdup(detail) : NULL;
+	w->out->hint = hint ? pstrdup(hint) : NULL;
 	strlcpy(w->out->sqlstate, sqlstate, sizeof(w->out->sqlstate));
 	w->state = FANOUT_DONE;
 }
@@ -96,8 +102,7 @@ undo_failure(FanoutWork *w)
  * on a stale connection.
  */
 static void
-finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
-	   const CdParam *params)
+finish(FanoutWork *w, bool ok, int64 rows)
 {
 	if (StatementFinish(&w->st, ok, w->attempt))
 	{
@@ -113,7 +118,8 @@ finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
 		return;
 	}
 	undo_failure(w);
-	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st));
+	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st),
+		 w->st.err.connection_lost ? NULL : w->st.err.detail, w->st.err.hint);
 }
 
 /*
@@ -137,8 +143,7 @@ begin_one(void *arg)
  * already, nothing can throw, and the checks' failures are data.
  */
 static void
-start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
-	  int timeout_ms)
+start(FanoutWork *w, int timeout_ms)
 {
 	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
 
@@ -148,7 +153,8 @@ start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 
 		if (!StatementTryBegin(&w->st, &problem))
 		{
-			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message,
+				 problem.detail, problem.hint);
 			return;
 		}
 	}
@@ -158,25 +164,26 @@ start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 
 		if (!RemoteTry(begin_one, &w->st, &failure))
 		{
-			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
+			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message,
+				 failure->detail, failure->hint);
 			return;
 		}
 	}
 
 	if (adapter->send == NULL)
 	{
-		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-									   nparams, params, w->st.flags, w->out->sink,
-									   &w->st.rows, &w->st.err);
+		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup,
+									   w->st.sql, w->st.nparams, w->st.params, w->st.flags,
+									   w->out->sink, &w->st.rows, &w->st.err);
 
-		finish(w, ok, w->st.rows, sql, nparams, params);
+		finish(w, ok, w->st.rows);
 		return;
 	}
 
-	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-					   nparams, params, w->st.flags, &w->st.err))
+	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, w->st.sql,
+					   w->st.nparams, w->st.params, w->st.flags, &w->st.err))
 	{
-		finish(w, false, 0, sql, nparams, params);
+		finish(w, false, 0);
 		return;
 	}
 	w->state = FANOUT_RUNNING;
@@ -250,7 +257,7 @@ wait_any(FanoutWork *work, int n)
  * or ran out of time.
  */
 static void
-progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *params)
+progress(FanoutWork *work, int n)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -264,7 +271,7 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 			continue;
 		r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
 		if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
-			finish(w, r == CD_POLL_DONE, rows, sql, nparams, params);
+			finish(w, r == CD_POLL_DONE, rows);
 		else if (w->deadline && now >= w->deadline)
 		{
 			w->st.conn->adapter->cancel(w->st.conn->handle, CollegeCleanupTimeout);
@@ -273,7 +280,7 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 			(void) StatementFinish(&w->st, false, 1);
 			w->out->timed_out = true;
 			fail(w, "57014", psprintf("timeout after %d ms on shard \"%s\"",
-									  CollegeFanoutTimeout, w->out->shard->name));
+									  CollegeFanoutTimeout, w->out->shard->name), NULL, NULL);
 		}
 		else
 			w->waiting = r;
@@ -281,9 +288,10 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 }
 
 /*
- * FanoutRun runs 'sql' on every shard of 'shards' (their rows to each
- * one's sink) and fills in each one's outcome.  'kind' says whether it is
- * a read, a write, or whatever each shard's dialect classifies it as.
+ * FanoutRun runs 'sql' (or a shard's own text, CdFanoutShard.sql) on every
+ * shard of 'shards' (their rows to each one's sink) and fills in each
+ * one's outcome.  'kind' says whether it is a read, a write, or whatever
+ * each shard's dialect classifies it as.
  * Errors of a shard are reported in its outcome; only interrupts and
  * errors of the front are raised.
  */
@@ -307,16 +315,20 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 		shards[i].timed_out = false;
 		shards[i].rows = 0;
 		shards[i].error = NULL;
+		shards[i].detail = NULL;
+		shards[i].hint = NULL;
 		/* a statement a shard refuses before it is sent fails there alone */
 		{
 			const CdShard *shard = shards[i].shard;
+			const char *text = shards[i].sql ? shards[i].sql : sql;
 			bool		is_write = kind == CD_FANOUT_WRITE ||
-				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
+				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, text));
 			CdStatementProblem problem;
 
-			if (!StatementTryPrepare(&work[i].st, shard, sql, nparams, params, is_write, 0,
+			if (!StatementTryPrepare(&work[i].st, shard, text, nparams, params, is_write, 0,
 									 &problem))
-				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message);
+				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message,
+					 problem.detail, problem.hint);
 		}
 	}
 
@@ -337,7 +349,7 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 				if (work[i].state != FANOUT_QUEUED)
 					continue;
 				queued--;
-				start(&work[i], sql, nparams, params, CollegeFanoutTimeout);
+				start(&work[i], CollegeFanoutTimeout);
 				running += work[i].state == FANOUT_RUNNING;
 			}
 			if (running == 0 && queued == 0)
@@ -345,7 +357,7 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 			if (running > 0)
 			{
 				wait_any(work, n);
-				progress(work, n, sql, nparams, params);
+				progress(work, n);
 			}
 		}
 	}
@@ -375,26 +387,22 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	CurrentResourceOwner = owner;
 }
 
+
 /*
- * FanoutReadSet returns the shards a read reaches: every registered shard
- * that still has its server (active, draining and retired alike), in name
- * order, as a palloc'd array.
+ * FanoutRaise raises a shard's failure as the front's error (RemoteRaise),
+ * with 'hint' when the failure has none, and 'sql' as the statement.
  */
-const CdShard **
-FanoutReadSet(int *count)
+void
+FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
 {
-	List	   *all = ShardList();
-	const CdShard **out = palloc(sizeof(CdShard *) * Max(list_length(all), 1));
-	int			n = 0;
-	ListCell   *lc;
+	CdRemoteError err;
 
-	foreach(lc, all)
-	{
-		const CdShard *shard = lfirst(lc);
-
-		if (OidIsValid(shard->serverid))
-			out[n++] = shard;
-	}
-	*count = n;
-	return out;
+	memset(&err, 0, sizeof(err));
+	strlcpy(err.sqlstate, shard->sqlstate, sizeof(err.sqlstate));
+	err.message = shard->error;
+	err.detail = shard->detail;
+	err.hint = shard->hint ? shard->hint : (char *) hint;
+	RemoteRaise(CD_REMOTE_STATEMENT, shard->shard->name,
+				AdapterForDialect(shard->shard->dialect),
+				shard->sql ? shard->sql : sql, &err);
 }

@@ -14,12 +14,15 @@
 typedef struct CdFanoutShard
 {
 	const CdShard *shard;
+	const char *sql;			/* its statement (NULL: the fan-out's) */
 	CdRowSink  *sink;			/* its rows (NULL: none) */
 
 	bool		ok;
 	bool		timed_out;
 	int64		rows;			/* affected or returned */
-	char	   *error;			/* when !ok */
+	char	   *error;			/* when !ok: the message */
+	char	   *detail;			/* when !ok, or NULL */
+	char	   *hint;			/* when !ok, or NULL */
 	char		sqlstate[6];	/* when !ok */
 } CdFanoutShard;
 
@@ -33,6 +36,7 @@ typedef enum CdFanoutKind
 
 extern void FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 					  const CdParam *params, CdFanoutKind kind);
-extern const CdShard **FanoutReadSet(int *count);
+extern void FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
+			pg_attribute_noreturn();
 
 #endif							/* COLLEGEDB_FANOUT_H */

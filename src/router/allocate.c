@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * allocate.c
- *	  Chooses the shard of a new key (DESIGN.md 4.3): the filters, in order
- *	  shard state, eligibility predicate, size limit, then the strategy.
+ *	  Chooses the shard of a new key (src/README.md, "Placement"): the
+ *	  filters, in order shard state, eligibility predicate, size limit,
+ *	  then the strategy.
  *
  * State: only active, writable shards take new keys.  Predicate: the
  * configured `eligible` function is called as (shard, context) with

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * computed.c
- *	  Computed placement (DESIGN.md 4.5): a key's owners under the
- *	  published epochs, and the publication of new epochs.
+ *	  Computed placement (src/README.md, "Placement"): a key's owners
+ *	  under the published epochs, and the publication of new epochs.
  *
  * A key without an exception belongs to its rendezvous owner under each
  * epoch; the owners, newest epoch first and without duplicates, are where

@@ -138,7 +138,7 @@ collegedb_fanout(PG_FUNCTION_ARGS)
 	JsonbRowSink *sinks;
 	int			n;
 
-	set = FanoutReadSet(&n);
+	set = ShardReadSet(&n);
 	if (RemoteStatementWrites(set, n, sql))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

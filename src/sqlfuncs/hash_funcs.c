@@ -5,7 +5,7 @@
  *	  rendezvous_owner, jump_bucket, slot_of.
  *
  * Text arrives in the database encoding and is hashed as UTF-8, as
- * DESIGN.md 4.1 defines.
+ * src/README.md ("Placement") defines.
  *
  *-------------------------------------------------------------------------
  */
@@ -94,24 +94,30 @@ collegedb_rendezvous_owner(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(originals[owner]));
 }
 
-Datum
-collegedb_jump_bucket(PG_FUNCTION_ARGS)
+/*
+ * bucket_of returns bucket(key, n) of (key text, n int), 'what' naming n
+ * in the error when it is not positive.
+ */
+static Datum
+bucket_of(FunctionCallInfo fcinfo, int32 (*bucket) (const char *, size_t, int32),
+		  const char *what)
 {
 	size_t		key_len;
 	const char *key = utf8_arg(fcinfo, 0, &key_len);
-	int32		buckets = PG_GETARG_INT32(1);
+	int32		n = PG_GETARG_INT32(1);
 
-	ensure_positive(buckets, "the number of buckets");
-	PG_RETURN_INT32(PlacementJumpBucket(key, key_len, buckets));
+	ensure_positive(n, what);
+	PG_RETURN_INT32(bucket(key, key_len, n));
+}
+
+Datum
+collegedb_jump_bucket(PG_FUNCTION_ARGS)
+{
+	return bucket_of(fcinfo, PlacementJumpBucket, "the number of buckets");
 }
 
 Datum
 collegedb_slot_of(PG_FUNCTION_ARGS)
 {
-	size_t		key_len;
-	const char *key = utf8_arg(fcinfo, 0, &key_len);
-	int32		slots = PG_GETARG_INT32(1);
-
-	ensure_positive(slots, "the slot count");
-	PG_RETURN_INT32(PlacementSlot(key, key_len, slots));
+	return bucket_of(fcinfo, PlacementSlot, "the slot count");
 }

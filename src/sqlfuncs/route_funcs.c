@@ -123,6 +123,38 @@ collegedb_all(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A read whose rows come back as jsonb: into 'store', or with 'store' NULL
+ * only the first, which it returns (routed_json, lookup_key_read).
+ */
+typedef Jsonb *(*JsonRead) (FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc);
+
+/*
+ * json_rows returns every row of 'read' as a set of jsonb.
+ */
+static Datum
+json_rows(FunctionCallInfo fcinfo, JsonRead read)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	(void) read(fcinfo, rsinfo->setResult, rsinfo->setDesc);
+	return (Datum) 0;
+}
+
+/*
+ * json_first returns the first row of 'read', NULL when there is none.
+ */
+static Datum
+json_first(FunctionCallInfo fcinfo, JsonRead read)
+{
+	Jsonb	   *first = read(fcinfo, NULL, NULL);
+
+	if (first == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_JSONB_P(first);
+}
+
+/*
  * collegedb_all_json routes a statement by key and returns its rows as
  * jsonb objects; collegedb_first returns the first one, NULL when there is
  * none.
@@ -130,21 +162,13 @@ collegedb_all(PG_FUNCTION_ARGS)
 Datum
 collegedb_all_json(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	(void) routed_json(fcinfo, rsinfo->setResult, rsinfo->setDesc);
-	return (Datum) 0;
+	return json_rows(fcinfo, routed_json);
 }
 
 Datum
 collegedb_first(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *first = routed_json(fcinfo, NULL, NULL);
-
-	if (first == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_JSONB_P(first);
+	return json_first(fcinfo, routed_json);
 }
 
 /*
@@ -187,7 +211,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 	/* no mapping or no match there: every other shard, at once */
 	{
 		int			n;
-		const CdShard **set = FanoutReadSet(&n);
+		const CdShard **set = ShardReadSet(&n);
 		CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 		JsonbRowSink *sinks = palloc0(sizeof(JsonbRowSink) * Max(n, 1));
 		int			m = 0;
@@ -204,12 +228,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 		FanoutRun(shards, m, sql, nparams, params, CD_FANOUT_READ);
 		for (int i = 0; i < m; i++)
 			if (!shards[i].ok)
-				ereport(ERROR,
-						(errcode(MAKE_SQLSTATE(shards[i].sqlstate[0], shards[i].sqlstate[1],
-											   shards[i].sqlstate[2], shards[i].sqlstate[3],
-											   shards[i].sqlstate[4])),
-						 errmsg("%s", shards[i].error),
-						 errcontext("lookup-key read on shard \"%s\"", shards[i].shard->name)));
+				FanoutRaise(&shards[i], sql, NULL);
 		/* the first row, in shard name order */
 		for (int i = 0; i < m; i++)
 			if (sinks[i].first != NULL)
@@ -221,21 +240,13 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 Datum
 collegedb_first_by_lookup_key(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *first = lookup_key_read(fcinfo, NULL, NULL);
-
-	if (first == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_JSONB_P(first);
+	return json_first(fcinfo, lookup_key_read);
 }
 
 Datum
 collegedb_all_by_lookup_key(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	(void) lookup_key_read(fcinfo, rsinfo->setResult, rsinfo->setDesc);
-	return (Datum) 0;
+	return json_rows(fcinfo, lookup_key_read);
 }
 
 /*

@@ -11,7 +11,5 @@
 #include "fmgr.h"
 
 extern char *ArgText(FunctionCallInfo fcinfo, int n, const char *what);
-extern uint64 SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
-								 const char *nulls, NullableDatum *first);
 
 #endif							/* COLLEGEDB_SQLFUNCS_H */
