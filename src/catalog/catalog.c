@@ -11,7 +11,7 @@
  * invalidation of the table when its rows change: every backend sees it at
  * its next statement, this one at its next command, and an aborted change
  * sends nothing (the trigger is invalidate.c).  The caches themselves live
- * beside their readers (shards.c, config.c, epochs.c, tables.c and the
+ * beside their readers (shards.c, config.c, epochs.c, slotmaps.c, tables.c and the
  * router's mapping cache, router/router.c).
  *
  * The tables belong to the role that created the extension, and nobody
@@ -27,7 +27,7 @@
  * path: every SPI statement of collegedb's C code on its catalog goes
  * through it, and the writes of each table are in that table's file of
  * src/catalog/ (mappings.c, shards.c, tables.c, config.c, epochs.c,
- * journal.c).
+ * slotmaps.c, journal.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -54,6 +54,8 @@ static const char *const rel_names[CD_REL_COUNT] = {
 	[CD_REL_MAPPING_PKEY] = "mapping_pkey",
 	[CD_REL_EPOCH] = "epoch",
 	[CD_REL_TABLES] = "registered_table",
+	[CD_REL_SLOT_MAP] = "slot_map",
+	[CD_REL_SLOT_MOVE] = "slot_move",
 };
 
 static Oid	rel_oids[CD_REL_COUNT];
