@@ -226,6 +226,8 @@ SELECT count(*) AS keys_in_slot_5 FROM generate_series(1, 300) AS i WHERE colleg
 SELECT s->'version' AS version, s->'ranges'->5 AS slot5, s->'ranges'->6 AS slot6
   FROM collegedb.move_slot(5, 'db-a') AS s;
 SELECT kind, state, examined, moved FROM collegedb.jobs;
+-- a shard the map uses is not dropped unless forced
+SELECT try($$SELECT collegedb.drop_shard('db-c')$$);
 SELECT shard, source, slot FROM collegedb.route('user-1');
 SELECT version, jsonb_array_length(ranges) FROM collegedb.shard_map ORDER BY version;
 

@@ -98,6 +98,17 @@ json_field(JsonbContainer *object, const char *name)
 	return getKeyJsonValueFromContainer(object, name, strlen(name), NULL);
 }
 
+/*
+ * SlotSpanText names the slots start .. end - 1 for a message: "slot 3",
+ * "slots 0 to 7".
+ */
+char *
+SlotSpanText(int32 start, int32 end)
+{
+	return end - start == 1 ? psprintf("slot %d", start) :
+		psprintf("slots %d to %d", start, end - 1);
+}
+
 static void
 bad_ranges(const char *detail)
 {
@@ -163,8 +174,8 @@ SlotMapParse(int32 slots, Jsonb *ranges)
 			bad_ranges(psprintf("element %d has fields other than \"start\", \"end\" and \"shard\"", i));
 		r->shard = pnstrdup(shard->val.string.val, shard->val.string.len);
 		if (r->start < 0 || r->end <= r->start || r->end > slots)
-			bad_ranges(psprintf("element %d, %d-%d, is not a range of slots within 0-%d (start inclusive, end exclusive, start < end)",
-								i, r->start, r->end, slots));
+			bad_ranges(psprintf("element %d (start %d, end %d) is not a range within slots 0 to %d: start must be at least 0 and below end, end at most %d",
+								i, r->start, r->end, slots - 1, slots));
 	}
 
 	qsort(map->ranges, n, sizeof(CdSlotRange), range_by_start);
@@ -173,12 +184,14 @@ SlotMapParse(int32 slots, Jsonb *ranges)
 		int32		expected = i == 0 ? 0 : map->ranges[i - 1].end;
 
 		if (map->ranges[i].start > expected)
-			bad_ranges(psprintf("slots %d-%d are in no range", expected, map->ranges[i].start));
+			bad_ranges(psprintf("%s %s in no range", SlotSpanText(expected, map->ranges[i].start),
+								map->ranges[i].start - expected == 1 ? "is" : "are"));
 		if (map->ranges[i].start < expected)
 			bad_ranges(psprintf("ranges overlap at slot %d", map->ranges[i].start));
 	}
 	if (map->ranges[n - 1].end != slots)
-		bad_ranges(psprintf("slots %d-%d are in no range", map->ranges[n - 1].end, slots));
+		bad_ranges(psprintf("%s %s in no range", SlotSpanText(map->ranges[n - 1].end, slots),
+							slots - map->ranges[n - 1].end == 1 ? "is" : "are"));
 	return map;
 }
 

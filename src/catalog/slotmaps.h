@@ -49,6 +49,7 @@ typedef struct CdSlotMove
 
 extern void SlotMapInit(void);
 extern CdSlotMap *SlotMapParse(int32 slots, Jsonb *ranges);
+extern char *SlotSpanText(int32 start, int32 end);
 extern const CdSlotMap *SlotMapCurrent(void);
 extern CdSlotMap *SlotMapLockNewest(void);
 extern void SlotMapInsert(const CdSlotMap *map, const char *ranges_json);

@@ -22,6 +22,7 @@
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
 #include "utils/json.h"
 
 #include "placement/slots.h"
@@ -76,7 +77,6 @@ PlacementNormalizeSlotMap(CdSlotMap *map)
 char *
 PlacementSlotMapDigest(const CdSlotMap *map)
 {
-	static const char hexdig[] = "0123456789abcdef";
 	StringInfoData text;
 	const char *utf8;
 	size_t		utf8_len;
@@ -100,12 +100,7 @@ PlacementSlotMapDigest(const CdSlotMap *map)
 	pg_cryptohash_free(ctx);
 
 	hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
-	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
-	{
-		hex[i * 2] = hexdig[digest[i] >> 4];
-		hex[i * 2 + 1] = hexdig[digest[i] & 0xF];
-	}
-	hex[PG_SHA256_DIGEST_LENGTH * 2] = '\0';
+	hex[hex_encode((const char *) digest, PG_SHA256_DIGEST_LENGTH, hex)] = '\0';
 	return hex;
 }
 

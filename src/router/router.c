@@ -157,18 +157,12 @@ digest_key(const char *key, int key_len, uint8 *digest)
 static char *
 stored_form(const char *key, int key_len, const uint8 *digest)
 {
-	static const char hexdig[] = "0123456789abcdef";
 	char	   *hex;
 
 	if (!ConfigGet()->hash_mappings)
 		return pnstrdup(key, key_len);
 	hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
-	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
-	{
-		hex[i * 2] = hexdig[digest[i] >> 4];
-		hex[i * 2 + 1] = hexdig[digest[i] & 0xF];
-	}
-	hex[PG_SHA256_DIGEST_LENGTH * 2] = '\0';
+	hex[hex_encode((const char *) digest, PG_SHA256_DIGEST_LENGTH, hex)] = '\0';
 	return hex;
 }
 

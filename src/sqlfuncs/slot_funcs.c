@@ -116,8 +116,8 @@ collegedb_initialize_shard_map(PG_FUNCTION_ARGS)
 			if (ShardLookupOptional(map->ranges[i].shard) == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
-						 errmsg("shard \"%s\" of slots %d-%d is not registered",
-								map->ranges[i].shard, map->ranges[i].start, map->ranges[i].end),
+						 errmsg("shard \"%s\" of %s is not registered", map->ranges[i].shard,
+								SlotSpanText(map->ranges[i].start, map->ranges[i].end)),
 						 errhint("Register it with collegedb.add_shard().")));
 	}
 	map->digest = PlacementSlotMapDigest(map);

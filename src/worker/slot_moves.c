@@ -82,8 +82,8 @@ SlotMoveCheck(int32 slot, const char *target, const char **source)
 	if (slot < 0 || slot >= map->slots)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("slot %d does not exist: the installed map has slots 0-%d",
-						slot, map->slots - 1)));
+				 errmsg("slot %d does not exist: the installed map has %s",
+						slot, SlotSpanText(0, map->slots))));
 	to = ShardLookup(target);
 	if (!RouterShardTakesKeys(to))
 		ereport(ERROR,
