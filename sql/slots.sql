@@ -196,6 +196,28 @@ SELECT version, digest = text_digest('slots=8;0-3=db-a;3-6=db-b;6-8=db-c') AS di
 SELECT * FROM placed();
 SELECT count(*) AS mappings FROM collegedb.mapping;
 
+-- a slot that is moving (as a move_slot that failed halfway leaves it): its keys
+-- have two candidates, the target first; a new key is written to the target, an
+-- existing one where it is; a move elsewhere is refused, one to the target finishes it
+INSERT INTO collegedb.slot_move (slot, source, target) VALUES (6, 'db-c', 'db-b');
+SELECT min(i) AS six FROM generate_series(1, 300) AS i WHERE collegedb.slot_of('user-' || i, 8) = 6 \gset
+SELECT shard, source, has_key, slot FROM collegedb.route('user-' || :six);
+SELECT min(i) AS fresh FROM generate_series(1, 1000) AS i WHERE collegedb.slot_of('fresh-' || i, 8) = 6 \gset
+SELECT collegedb.run('fresh-' || :fresh, 'INSERT INTO slot_users (id, n) VALUES ($1, 1)', 'fresh-' || :fresh);
+SELECT collegedb.run('user-' || :six, 'UPDATE slot_users SET n = n + 1000 WHERE id = $1', 'user-' || :six);
+SELECT s.name, r.j->>'id' AS id, r.j->>'n' AS n
+  FROM collegedb.shards s,
+       LATERAL collegedb.all_on_shard(s.name, 'SELECT id, n FROM slot_users WHERE id IN ($1, $2)',
+                                      'fresh-' || :fresh, 'user-' || :six) AS r(j)
+ ORDER BY 1, 2;
+SELECT collegedb.first('fresh-' || :fresh, 'SELECT n FROM slot_users WHERE id = $1', 'fresh-' || :fresh);
+SELECT try($$SELECT collegedb.move_slot(6, 'db-a')$$);
+SELECT (collegedb.move_slot(6, 'db-b'))->'version' AS version;
+SELECT count(*) AS slot_moves FROM collegedb.slot_moves;
+SELECT * FROM placed();
+SELECT shard, source, slot FROM collegedb.route('user-' || :six);
+SELECT collegedb.run('fresh-' || :fresh, 'DELETE FROM slot_users WHERE id = $1', 'fresh-' || :fresh);
+
 -- the default map: slot k on the active shards sorted by name, k mod 3
 SELECT collegedb.configure(strategy => 'hash');
 DROP EXTENSION collegedb CASCADE;
