@@ -67,16 +67,11 @@ slots_arg(FunctionCallInfo fcinfo, int n)
 static CdSlotMap *
 default_map(int32 slots)
 {
-	List	   *all = ShardList();
+	List	   *all = ShardListNonEmpty();
 	const char **names = palloc(sizeof(char *) * Max(list_length(all), 1));
 	int			n = 0;
 	ListCell   *lc;
 
-	if (all == NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_NO_SHARDS),
-				 errmsg("no shards are registered"),
-				 errhint("Register one with collegedb.add_shard().")));
 	foreach(lc, all)
 	{
 		const CdShard *shard = lfirst(lc);
