@@ -44,14 +44,17 @@ OBJS = \
 	src/catalog/journal.o \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
+	src/catalog/slotmaps.o \
 	src/catalog/tables.o \
 	src/placement/hash.o \
 	src/placement/regions.o \
+	src/placement/slots.o \
 	src/placement/strategy.o \
 	src/router/allocate.o \
 	src/router/computed.o \
 	src/router/locate.o \
 	src/router/routed.o \
+	src/router/slotroute.o \
 	src/router/router.o \
 	src/fdw/deparse.o \
 	src/fdw/options.o \
@@ -67,11 +70,14 @@ OBJS = \
 	src/sqlfuncs/stats_funcs.o \
 	src/sqlfuncs/move_funcs.o \
 	src/sqlfuncs/table_funcs.o \
+	src/sqlfuncs/slot_funcs.o \
 	src/worker/coordinator.o \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
+	src/worker/movers.o \
 	src/worker/moves.o \
+	src/worker/slot_moves.o \
 	src/worker/unit.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror

@@ -333,3 +333,225 @@ BEGIN
 END
 $$;
 
+
+/* ------------------------------------------------------------------------
+ * Issue 18: slot maps (Harper's schema-defined sharding) and slot moves.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * The installed slot maps (DESIGN.md 4.1 "Slots"): one row per version,
+ * the newest in force.  ranges is the normalised cover of 0 .. slots - 1
+ * (sorted by start, adjacent ranges of one shard merged, ends exclusive)
+ * and digest the SHA-256 of its text (placement/slots.c).  Rows never
+ * change and are never deleted; versions follow each other and keep the
+ * slot count.  Written only by initialize_shard_map and move_slot.
+ */
+CREATE TABLE collegedb.slot_map (
+    version      integer PRIMARY KEY CHECK (version >= 1),
+    digest       text NOT NULL CHECK (digest ~ '^[0-9a-f]{64}$'),
+    slots        integer NOT NULL CHECK (slots BETWEEN 1 AND 65536),
+    ranges       jsonb NOT NULL
+                 CHECK (jsonb_typeof(ranges) = 'array' AND jsonb_array_length(ranges) >= 1),
+    installed_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.slot_map', '');
+
+CREATE FUNCTION collegedb.slot_map_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        RAISE EXCEPTION 'installed slot maps cannot be changed or deleted' USING ERRCODE = 'CD012',
+            HINT = 'Move a slot with collegedb.move_slot(), which installs the next version.';
+    END IF;
+    IF NEW.version <> coalesce((SELECT max(version) FROM collegedb.slot_map), 0) + 1 THEN
+        RAISE EXCEPTION 'slot map version % does not follow the newest version', NEW.version
+            USING ERRCODE = 'CD012';
+    END IF;
+    IF EXISTS (SELECT 1 FROM collegedb.slot_map WHERE slots <> NEW.slots) THEN
+        RAISE EXCEPTION 'the slot count of an installed map cannot change' USING ERRCODE = 'CD012';
+    END IF;
+    RETURN NEW;
+END
+$$;
+REVOKE ALL ON FUNCTION collegedb.slot_map_guard() FROM PUBLIC;
+
+CREATE TRIGGER slot_map_guard
+  BEFORE INSERT OR UPDATE OR DELETE ON collegedb.slot_map
+  FOR EACH ROW EXECUTE FUNCTION collegedb.slot_map_guard();
+CREATE TRIGGER slot_map_truncate_guard
+  BEFORE TRUNCATE ON collegedb.slot_map
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.slot_map_guard();
+CREATE TRIGGER slot_map_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.slot_map
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+CREATE VIEW collegedb.shard_map AS
+SELECT version, digest, slots, ranges, installed_at FROM collegedb.slot_map ORDER BY version;
+
+/*
+ * The slots being moved (worker/slot_moves.c): while a row is here, the
+ * slot's keys route to its target and its source (router/slotroute.c).
+ * The row goes when the next map version, with the slot on the target, is
+ * installed.
+ */
+CREATE TABLE collegedb.slot_move (
+    slot       integer PRIMARY KEY CHECK (slot >= 0),
+    source     text NOT NULL,
+    target     text NOT NULL,
+    job_id     bigint REFERENCES collegedb.job ON DELETE SET NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    CHECK (source <> target)
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.slot_move', '');
+
+CREATE TRIGGER slot_move_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.slot_move
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+CREATE VIEW collegedb.slot_moves AS
+SELECT slot, source, target, job_id, started_at FROM collegedb.slot_move ORDER BY slot;
+
+REVOKE ALL ON collegedb.slot_map, collegedb.slot_move, collegedb.shard_map, collegedb.slot_moves
+  FROM PUBLIC;
+
+-- a slot's move is a job
+ALTER TABLE collegedb.job DROP CONSTRAINT job_kind_check;
+ALTER TABLE collegedb.job ADD CONSTRAINT job_kind_check
+  CHECK (kind IN ('move', 'rebalance', 'move_slot'));
+ALTER TABLE collegedb.job ADD COLUMN slot integer CHECK (slot >= 0);
+
+CREATE FUNCTION collegedb.initialize_shard_map(slots integer DEFAULT 1024, ranges jsonb DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_initialize_shard_map'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.verify_shard_map(table_name text, slots integer DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_verify_shard_map'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.move_slot(slot integer, target text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_move_slot'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.schedule_move_slot(slot integer, target text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'collegedb_schedule_move_slot'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION
+    collegedb.initialize_shard_map(integer, jsonb),
+    collegedb.verify_shard_map(text, integer),
+    collegedb.move_slot(integer, text),
+    collegedb.schedule_move_slot(integer, text)
+  FROM PUBLIC;
+
+/*
+ * route() reports the key's slot under the slots strategy: a new output
+ * column, so the function is dropped and created again; the roles that
+ * could execute it keep that right.
+ */
+DO $$
+DECLARE
+    acl aclitem[] := (SELECT p.proacl FROM pg_catalog.pg_proc p
+                       WHERE p.oid = 'collegedb.route(text)'::pg_catalog.regprocedure);
+    grantee oid;
+BEGIN
+    DROP FUNCTION collegedb.route(text);
+    CREATE FUNCTION collegedb.route(key text)
+    RETURNS TABLE (shard text, source text, hops integer, epoch integer, has_key boolean,
+                   slot integer)
+    AS 'MODULE_PATHNAME', 'collegedb_route'
+    LANGUAGE C STRICT;
+    REVOKE ALL ON FUNCTION collegedb.route(text) FROM PUBLIC;
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(acl) AS a
+         WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+           AND a.grantee <> (SELECT p.proowner FROM pg_catalog.pg_proc p
+                              WHERE p.oid = 'collegedb.route(text)'::pg_catalog.regprocedure)
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION collegedb.route(text) TO %s',
+                                  grantee::pg_catalog.regrole);
+    END LOOP;
+END
+$$;
+
+/*
+ * The grant sets with the slot-map functions and views (the 0.1 list and
+ * these): routing may read the map, admin installs, verifies and moves.
+ */
+CREATE OR REPLACE FUNCTION collegedb.privilege_set(kind text)
+RETURNS TABLE (object_type text, name text)
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.object_type, s.name
+      FROM (VALUES
+        -- routing: statements by key, lookup keys, where a key goes
+        ('routing', 'function', 'run'),
+        ('routing', 'function', 'all'),
+        ('routing', 'function', 'all_json'),
+        ('routing', 'function', 'first'),
+        ('routing', 'function', 'fanout'),
+        ('routing', 'function', 'first_by_lookup_key'),
+        ('routing', 'function', 'all_by_lookup_key'),
+        ('routing', 'function', 'add_lookup_keys'),
+        ('routing', 'function', 'get_lookup_keys'),
+        ('routing', 'function', 'shard_for_key'),
+        ('routing', 'function', 'route'),
+        ('routing', 'function', 'mapping_key'),
+        ('routing', 'function', 'connections'),
+        ('routing', 'function', 'cache_stats'),
+        ('routing', 'view', 'shards'),
+        ('routing', 'view', 'settings'),
+        ('routing', 'view', 'epochs'),
+        ('routing', 'view', 'tables'),
+        ('routing', 'view', 'shard_map'),
+        -- admin: shards, settings, mappings, tables, moves and jobs,
+        -- statements on named shards, statistics, this session's connections
+        ('admin', 'function', 'add_shard'),
+        ('admin', 'function', 'drop_shard'),
+        ('admin', 'function', 'set_shard_state'),
+        ('admin', 'function', 'configure'),
+        ('admin', 'function', 'reset_setting'),
+        ('admin', 'function', 'publish_eligibility'),
+        ('admin', 'function', 'register_table'),
+        ('admin', 'function', 'unregister_table'),
+        ('admin', 'function', 'set_mapping'),
+        ('admin', 'function', 'update_mapping'),
+        ('admin', 'function', 'delete_mapping'),
+        ('admin', 'function', 'keys_for_shard'),
+        ('admin', 'function', 'reassign_shard'),
+        ('admin', 'function', 'rebalance'),
+        ('admin', 'function', 'schedule_rebalance'),
+        ('admin', 'function', 'wait_for_job'),
+        ('admin', 'function', 'cancel_job'),
+        ('admin', 'function', 'run_on_shard'),
+        ('admin', 'function', 'all_on_shard'),
+        ('admin', 'function', 'run_on_all'),
+        ('admin', 'function', 'shard_stats'),
+        ('admin', 'function', 'database_size'),
+        ('admin', 'function', 'shard_activity'),
+        ('admin', 'function', 'disconnect'),
+        ('admin', 'function', 'disconnect_all'),
+        ('admin', 'function', 'connections'),
+        ('admin', 'function', 'mapping_key'),
+        ('admin', 'function', 'initialize_shard_map'),
+        ('admin', 'function', 'verify_shard_map'),
+        ('admin', 'function', 'move_slot'),
+        ('admin', 'function', 'schedule_move_slot'),
+        ('admin', 'view', 'shards'),
+        ('admin', 'view', 'settings'),
+        ('admin', 'view', 'epochs'),
+        ('admin', 'view', 'tables'),
+        ('admin', 'view', 'jobs'),
+        ('admin', 'view', 'moves'),
+        ('admin', 'view', 'shard_map'),
+        ('admin', 'view', 'slot_moves')
+      ) AS s(kind, object_type, name)
+     WHERE s.kind = privilege_set.kind
+$$;

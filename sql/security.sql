@@ -90,8 +90,8 @@ GRANT EXECUTE ON FUNCTION
   collegedb.shard_for_key(text, boolean), collegedb.route(text), collegedb.mapping_key(text),
   collegedb.connections(), collegedb.cache_stats()
   TO regress_cd_longform;
-GRANT SELECT ON collegedb.shards, collegedb.settings, collegedb.epochs, collegedb.tables
-  TO regress_cd_longform;
+GRANT SELECT ON collegedb.shards, collegedb.settings, collegedb.epochs, collegedb.tables,
+  collegedb.shard_map TO regress_cd_longform;
 SELECT count(*) AS differences
   FROM (SELECT p.oid FROM pg_proc p
          WHERE p.pronamespace = 'collegedb'::regnamespace

@@ -14,6 +14,7 @@
 #include "catalog/config.h"
 #include "catalog/epochs.h"
 #include "catalog/shards.h"
+#include "catalog/slotmaps.h"
 #include "catalog/tables.h"
 #include "collegedb.h"
 #include "remote/remote.h"
@@ -39,6 +40,7 @@ _PG_init(void)
 	ShardCatalogInit();
 	ConfigInit();
 	EpochInit();
+	SlotMapInit();
 	TablesInit();
 	RouterInit();
 	LauncherInit();

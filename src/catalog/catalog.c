@@ -11,9 +11,9 @@
  * invalidation of the table when its rows change: every backend sees it at
  * its next statement, this one at its next command, and an aborted change
  * sends nothing (the trigger is invalidate.c).  The caches themselves live
- * beside their readers (shards.c, config.c, epochs.c, tables.c and the
- * router's mapping cache, router/router.c); the simple ones, valid until
- * their table changes, are dropped here (CatalogCacheRegister).
+ * beside their readers (shards.c, config.c, epochs.c, slotmaps.c, tables.c
+ * and the router's mapping cache, router/router.c); the simple ones, valid
+ * until their table changes, are dropped here (CatalogCacheRegister).
  *
  * The tables belong to the role that created the extension, and nobody
  * else holds a privilege on them: roles granted collegedb's functions
@@ -28,7 +28,7 @@
  * path: every SPI statement of collegedb's C code on its catalog goes
  * through it, and the writes of each table are in that table's file of
  * src/catalog/ (mappings.c, shards.c, tables.c, config.c, epochs.c,
- * journal.c).
+ * slotmaps.c, journal.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +57,8 @@ static const char *const rel_names[CD_REL_COUNT] = {
 	[CD_REL_MAPPING_PKEY] = "mapping_pkey",
 	[CD_REL_EPOCH] = "epoch",
 	[CD_REL_TABLES] = "registered_table",
+	[CD_REL_SLOT_MAP] = "slot_map",
+	[CD_REL_SLOT_MOVE] = "slot_move",
 };
 
 static Oid	rel_oids[CD_REL_COUNT];

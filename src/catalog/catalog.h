@@ -25,6 +25,8 @@ typedef enum CdCatalogRel
 	CD_REL_MAPPING_PKEY,
 	CD_REL_EPOCH,
 	CD_REL_TABLES,
+	CD_REL_SLOT_MAP,
+	CD_REL_SLOT_MOVE,
 	CD_REL_COUNT
 } CdCatalogRel;
 

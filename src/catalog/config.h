@@ -40,6 +40,19 @@ typedef struct CdConfig
 	bool		region_prefixed_keys;
 } CdConfig;
 
+/*
+ * ConfigCachesAbsence says whether the router caches that a key has no
+ * mapping: under computed placement (no exception) and under the slots
+ * strategy (no mapping row), where keys normally have none; new mapping
+ * rows are then announced too (the 'computed' invalidation triggers).
+ */
+static inline bool
+ConfigCachesAbsence(const CdConfig *config)
+{
+	return config->computed || config->read_strategy == CD_STRATEGY_SLOTS ||
+		config->write_strategy == CD_STRATEGY_SLOTS;
+}
+
 extern const CdConfig *ConfigGet(void);
 extern void ConfigInit(void);
 extern bool ConfigParseStrategy(const char *name, CdStrategy *strategy);

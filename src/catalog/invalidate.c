@@ -31,13 +31,14 @@ collegedb_invalidate_cache(PG_FUNCTION_ARGS)
 				 errmsg("collegedb.invalidate_cache() must be called as a trigger")));
 
 	/*
-	 * With the argument 'computed', only under computed placement: there the
-	 * router caches the absence of an exception, so a new mapping row
-	 * matters; under KV placement nobody caches absences.
+	 * With the argument 'computed', only under computed placement or the
+	 * slots strategy: there the router caches the absence of a mapping (an
+	 * exception), so a new mapping row matters; otherwise nobody caches
+	 * absences.
 	 */
 	if (trigdata->tg_trigger->tgnargs > 0 &&
 		strcmp(trigdata->tg_trigger->tgargs[0], "computed") == 0 &&
-		!ConfigGet()->computed)
+		!ConfigCachesAbsence(ConfigGet()))
 		return PointerGetDatum(NULL);
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);

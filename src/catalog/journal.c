@@ -577,7 +577,7 @@ JournalStartJob(int64 job_id, CdJobRow *job)
 					"lease_pid = pg_backend_pid(), lease_backend_start = $2 "
 					"WHERE id = $1 AND state IN ('queued', 'running') "
 					"RETURNING kind, table_name, coalesce(raw_key, key), target, force, "
-					"coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
+					"coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config)), slot",
 					2, types, values, NULL, false, &rows) == 0)
 		return false;
 	job->kind = CatalogText(&rows, 0, 1);
@@ -586,6 +586,9 @@ JournalStartJob(int64 job_id, CdJobRow *job)
 	job->target = CatalogText(&rows, 0, 4);
 	job->force = DatumGetBool(CatalogValue(&rows, 0, 5, &isnull));
 	job->concurrency = DatumGetInt32(CatalogValue(&rows, 0, 6, &isnull));
+	job->slot = DatumGetInt32(CatalogValue(&rows, 0, 7, &isnull));
+	if (isnull)
+		job->slot = -1;
 	return true;
 }
 
@@ -609,6 +612,39 @@ JournalFinishJob(int64 job_id, const char *state, const char *result, const char
 					   "last_error = " REDACT_KEY("$4", "raw_key", "key") ", "
 					   "raw_key = NULL, finished_at = now() WHERE id = $1",
 					   4, types, values, nulls, false, NULL);
+}
+
+/*
+ * JournalSetJobSlot records the slot a move_slot job moves.
+ */
+void
+JournalSetJobSlot(int64 job_id, int32 slot)
+{
+	Oid			types[2] = {INT8OID, INT4OID};
+	Datum		values[2] = {Int64GetDatum(job_id), Int32GetDatum(slot)};
+
+	(void) CatalogExec("UPDATE collegedb.job SET slot = $2 WHERE id = $1",
+					   2, types, values, NULL, false, NULL);
+}
+
+/*
+ * JournalJobKeysLeft counts the keys of a job that are not moved, and
+ * returns the error of one that failed (NULL when none did).
+ */
+int64
+JournalJobKeysLeft(int64 job_id, char **error)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	(void) CatalogExec("SELECT count(*) FILTER (WHERE state <> 'moved'), "
+					   "(SELECT error FROM collegedb.job_key WHERE job_id = $1 AND state = 'failed' "
+					   "ORDER BY key LIMIT 1) FROM collegedb.job_key WHERE job_id = $1",
+					   1, types, values, NULL, false, &rows);
+	*error = CatalogText(&rows, 0, 2);
+	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
 }
 
 /*

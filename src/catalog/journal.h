@@ -47,12 +47,13 @@ typedef struct CdUnfinishedMove
 /* what a job is to do */
 typedef struct CdJobRow
 {
-	char	   *kind;			/* "move" or "rebalance" */
+	char	   *kind;			/* "move", "rebalance" or "move_slot" */
 	char	   *table_name;
 	char	   *key;			/* the key itself */
 	char	   *target;
 	bool		force;
 	int			concurrency;
+	int32		slot;			/* move_slot: the slot; else -1 */
 } CdJobRow;
 
 /* a key of a job */
@@ -94,6 +95,8 @@ extern bool JournalStartJob(int64 job_id, CdJobRow *job);
 extern void JournalFinishJob(int64 job_id, const char *state, const char *result,
 							 const char *error);
 extern void JournalSetJobResult(int64 job_id, const char *result);
+extern void JournalSetJobSlot(int64 job_id, int32 slot);
+extern int64 JournalJobKeysLeft(int64 job_id, char **error);
 extern void JournalRequeueOrphanJobs(void);
 extern bool JournalNextQueuedJob(int64 *job_id, Oid *owner);
 extern bool JournalJobGoesOn(int64 job_id);

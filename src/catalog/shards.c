@@ -196,6 +196,23 @@ ShardList(void)
 }
 
 /*
+ * ShardListNonEmpty is ShardList for a caller that needs a shard: none
+ * registered is NO_SHARDS.
+ */
+List *
+ShardListNonEmpty(void)
+{
+	List	   *all = ShardList();
+
+	if (all == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_NO_SHARDS),
+				 errmsg("no shards are registered"),
+				 errhint("Register one with collegedb.add_shard().")));
+	return all;
+}
+
+/*
  * ShardReadSet returns the shards a read reaches: every registered shard
  * that still has its server (active, draining and retired alike), in name
  * order, as a palloc'd array.

@@ -63,6 +63,7 @@ extern void ShardCatalogInit(void);
 extern const CdShard *ShardLookup(const char *name);
 extern const CdShard *ShardLookupOptional(const char *name);
 extern List *ShardList(void);
+extern List *ShardListNonEmpty(void);
 extern const CdShard **ShardReadSet(int *count);
 extern bool ShardParseDrain(const char *name, CdDrain *drain);
 extern const char *ShardDrainName(CdDrain drain);

@@ -60,6 +60,25 @@ AnyRegisteredTable(void)
 }
 
 /*
+ * RegisteredTableEnsure returns the registered table 'table_name'; one
+ * that is not registered is undefined_table.
+ */
+CdTable *
+RegisteredTableEnsure(const char *table_name)
+{
+	ListCell   *lc;
+
+	foreach(lc, RegisteredTables())
+		if (strcmp(((CdTable *) lfirst(lc))->name, table_name) == 0)
+			return lfirst(lc);
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("table \"%s\" is not registered", table_name),
+			 errhint("Register it with collegedb.register_table(table_name, key_column).")));
+	return NULL;
+}
+
+/*
  * RegisteredTables returns a List of CdTable, in the caller's memory
  * context.
  */

@@ -98,9 +98,8 @@ PlacementPick(CdStrategy strategy, const CdShard *const *shards, int n,
 		case CD_STRATEGY_JUMP:
 			return shards[PlacementJumpBucket(ctx->key, ctx->key_len, n)];
 		case CD_STRATEGY_SLOTS:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("the slots strategy needs an installed slot map, which collegedb does not have yet")));
+			/* a key's slot names its shard: router/slotroute.c, never a pick */
+			elog(ERROR, "the slots strategy does not pick among shards");
 	}
 	return NULL;
 }

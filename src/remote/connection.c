@@ -393,9 +393,10 @@ ConnectionCommitNow(CdConnection *conn)
 }
 
 /*
- * ConnectionUndoGuard cleans up after a pipelined guard (guard_setup) found
- * the key moved: the failed guard aborted the remote transaction (or, when
- * it was open before, the guard's savepoint), which is undone here.
+ * ConnectionUndoGuard cleans up after a guard found the key moved: a
+ * pipelined guard (guard_setup) aborted the remote transaction (or, when it
+ * was open before, the guard's savepoint), which is undone here; after a
+ * guard query (was_open false) the transaction it opened is rolled back.
  */
 void
 ConnectionUndoGuard(CdConnection *conn, bool was_open)

@@ -165,6 +165,16 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 
 				*moved_to = pstrdup(row[0].str ? row[0].str : "");
 				(void) StatementFinish(&st, true, attempt);
+
+				/*
+				 * A transaction opened for this write is rolled back at once:
+				 * it holds the guard's lock on the tombstone (MySQL's shared
+				 * lock, SQLite's write lock), and the write now waits on
+				 * moved_to, where a mover may hold that shard's lock while it
+				 * waits for this one (a move from here to moved_to).
+				 */
+				if (!st.was_open)
+					ConnectionUndoGuard(st.conn, false);
 				return 0;
 			}
 			if (ok)

@@ -377,7 +377,7 @@ const CdShard *
 RouterAllocate(CdStrategy strategy, const char *key, int key_len, bool take_ticket)
 {
 	const CdConfig *config = ConfigGet();
-	List	   *all = ShardList();
+	List	   *all = ShardListNonEmpty();
 	int			n = 0,
 				small = 0;
 	const CdShard **shards;
@@ -386,11 +386,6 @@ RouterAllocate(CdStrategy strategy, const char *key, int key_len, bool take_tick
 	CdPickContext ctx;
 	ListCell   *lc;
 
-	if (all == NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_NO_SHARDS),
-				 errmsg("no shards are registered"),
-				 errhint("Register one with collegedb.add_shard().")));
 
 	shards = palloc(sizeof(CdShard *) * list_length(all));
 	foreach(lc, all)

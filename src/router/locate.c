@@ -127,7 +127,7 @@ RouterLocateKey(const char *key)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
 				 errmsg("key \"%s\" has no mapping", key)));
-	if (route.source == CD_ROUTE_COMPUTED)
+	if (route.ncandidates > 1 || route.source == CD_ROUTE_COMPUTED)
 	{
 		int			where = RouterProbeKey(key, strlen(key), route.candidates, route.ncandidates);
 

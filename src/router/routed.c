@@ -17,7 +17,9 @@
  * newest owner; either way it is guarded on the shard it lands on.  While
  * a move of the key has not passed its source step, the key's statements
  * go to the move's source (RouterResolve).  With no eligible shard,
- * computed placement is read-only: every write is NO_ELIGIBLE_SHARD.
+ * computed placement is read-only: every write is NO_ELIGIBLE_SHARD.  Under
+ * the slots strategy a key's one shard is its slot's, except while the
+ * slot moves: then it has two candidates, handled as above (slotroute.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -143,19 +145,22 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 				 errdetail("Under computed placement writes need an eligible shard: every shard is draining, retired, not writable or refused by the eligibility predicate."),
 				 errhint("Make a shard writable and active with collegedb.set_shard_state().")));
 
-	if (route.source != CD_ROUTE_COMPUTED)
+	if (route.ncandidates == 1)
 		return write_following(route.shard, key, key_len, sql, nparams, params, sink);
 
 	/*
-	 * A computed write: where does the key live?  The probe only chooses the
-	 * shard to try: the write itself is guarded there like any other (the
-	 * key's lock and tombstone), and follows the key when it has moved on.
+	 * A write with several candidates (computed, or a slot that moves):
+	 * where does the key live?  The probe only chooses the shard to try: the
+	 * write itself is guarded there like any other (the key's lock and
+	 * tombstone), and follows the key when it has moved on.  A key found
+	 * nowhere goes to the first candidate.  Computed placement records an
+	 * exception for a key found elsewhere; a slot's keys need none (the
+	 * slot's route leads to both shards until the move installs the map).
 	 */
-	target = route.ncandidates > 1 ?
-		RouterProbeKey(key, key_len, route.candidates, route.ncandidates) : 0;
+	target = RouterProbeKey(key, key_len, route.candidates, route.ncandidates);
 	if (target < 0)
 		target = 0;
-	if (target > 0)
+	if (target > 0 && route.source == CD_ROUTE_COMPUTED)
 		RouterRecordException(key, key_len, route.candidates[target]);
 	return write_following(route.candidates[target], key, key_len, sql, nparams, params, sink);
 }

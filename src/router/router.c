@@ -158,18 +158,12 @@ digest_key(const char *key, int key_len, uint8 *digest)
 static char *
 stored_form(const char *key, int key_len, const uint8 *digest)
 {
-	static const char hexdig[] = "0123456789abcdef";
 	char	   *hex;
 
 	if (!ConfigGet()->hash_mappings)
 		return pnstrdup(key, key_len);
 	hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
-	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
-	{
-		hex[i * 2] = hexdig[digest[i] >> 4];
-		hex[i * 2 + 1] = hexdig[digest[i] & 0xF];
-	}
-	hex[PG_SHA256_DIGEST_LENGTH * 2] = '\0';
+	hex[hex_encode((const char *) digest, PG_SHA256_DIGEST_LENGTH, hex)] = '\0';
 	return hex;
 }
 
@@ -208,8 +202,9 @@ cache_put(const uint8 *digest, const char *shard)
 /*
  * find_mapping returns the shard name the key is mapped to, from the cache
  * when fresh, else from the mapping store; NULL when unmapped.  Under
- * computed placement the absence of a mapping (an exception) is cached
- * too: there the mapping table's trigger also reports new rows.
+ * computed placement and the slots strategy the absence of a mapping (an
+ * exception) is cached too: there the mapping table's trigger also
+ * reports new rows.
  */
 static const char *
 find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
@@ -232,7 +227,7 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 	RouterCatalogReads++;
 	if (!MappingFind(stored_form(key, key_len, digest), buf))
 	{
-		if (config->computed)
+		if (ConfigCachesAbsence(config))
 			cache_put(digest, "");
 		return NULL;
 	}
@@ -274,11 +269,13 @@ single_route(const CdShard *shard, CdRouteSource source)
 	route.candidates = palloc(sizeof(CdShard *));
 	route.candidates[0] = shard;
 	route.epochs = NULL;
+	route.slot = -1;
 	return route;
 }
 
 /*
- * narrow_to_moving_source keeps, of a computed route, only the source of
+ * narrow_to_moving_source keeps, of a route with several candidates
+ * (computed placement, or a slot that moves), only the source of
  * an unfinished move of the key that has not passed its source step: the
  * key lives there until then, whatever another candidate holds (a move
  * interrupted between the target's commit and the source's leaves a copy
@@ -286,7 +283,7 @@ single_route(const CdShard *shard, CdRouteSource source)
  * owner, tried first).  One indexed catalog read, only for keys with
  * several candidates, and only while some move is at one of those steps:
  * whether any is, is cached until collegedb.move changes (its trigger sends
- * an invalidation under computed placement).
+ * an invalidation under computed placement and the slots strategy).
  */
 static void
 narrow_to_moving_source(CdRoute *route, const char *stored)
@@ -321,8 +318,9 @@ narrow_to_moving_source(CdRoute *route, const char *stored)
 /*
  * RouterResolve returns where a key's statement goes.  A mapped key goes
  * to its mapping (under computed placement: its exception).  Under computed
- * placement any other key goes to its owners by epoch.  Under KV placement
- * an unmapped key gets the strategy's pick among the shards that take new
+ * placement any other key goes to its owners by epoch.  Under the slots
+ * strategy it goes to its slot's shard (slotroute.c), saving nothing.
+ * Otherwise an unmapped key gets the strategy's pick among the shards that take new
  * keys (the write strategy for writes, the read strategy for reads); with
  * 'save', a write (or, with allocate_on_read, a read) saves that pick as the
  * key's mapping in the current transaction.
@@ -347,6 +345,7 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 		int			nshards = list_length(ShardList());
 
 		route.source = CD_ROUTE_COMPUTED;
+		route.slot = -1;
 		route.candidates = palloc(sizeof(CdShard *) * Max(nshards, 1));
 		route.epochs = palloc(sizeof(int) * Max(nshards, 1));
 		route.ncandidates = RouterComputedCandidates(key, key_len, route.candidates,
@@ -354,6 +353,19 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 		if (route.ncandidates > 1 && AnyRegisteredTable())
 			narrow_to_moving_source(&route, stored_form(key, key_len, digest));
 		route.shard = route.candidates[0];
+		return route;
+	}
+
+	/* the slots strategy: the slot's shard, and no mapping saved */
+	if ((for_write ? config->write_strategy : config->read_strategy) == CD_STRATEGY_SLOTS)
+	{
+		route = RouterSlotRoute(key, key_len, for_write);
+		if (route.ncandidates > 1 && AnyRegisteredTable())
+			narrow_to_moving_source(&route, stored_form(key, key_len, digest));
+		route.shard = route.candidates[0];
+		if (CollegeDebug)
+			elog(LOG, "collegedb: key routed to shard \"%s\" (slot %d)", route.shard->name,
+				 route.slot);
 		return route;
 	}
 
@@ -406,6 +418,8 @@ RouterSourceName(CdRouteSource source)
 			return "exception";
 		case CD_ROUTE_COMPUTED:
 			return "computed";
+		case CD_ROUTE_SLOT:
+			return "slot";
 	}
 	return "strategy";
 }

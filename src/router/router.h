@@ -12,6 +12,7 @@
 
 #include "catalog/config.h"
 #include "catalog/shards.h"
+#include "catalog/slotmaps.h"
 #include "adapters/adapter.h"
 #include "remote/remote.h"
 
@@ -21,13 +22,15 @@ typedef enum CdRouteSource
 	CD_ROUTE_ALLOCATED,			/* a new mapping, saved now */
 	CD_ROUTE_STRATEGY,			/* unmapped read: the strategy's pick, unsaved */
 	CD_ROUTE_EXCEPTION,			/* computed placement: the key's exception */
-	CD_ROUTE_COMPUTED			/* computed placement: owners by epoch */
+	CD_ROUTE_COMPUTED,			/* computed placement: owners by epoch */
+	CD_ROUTE_SLOT				/* slots strategy: the slot's shard */
 } CdRouteSource;
 
 /*
  * A routing decision: the shards to try, in order.  Only computed
  * placement without an exception gives more than one (the key's owner
- * under each epoch, newest first, without duplicates).
+ * under each epoch, newest first, without duplicates), and the slots
+ * strategy while the key's slot moves (its target, then its source).
  */
 typedef struct CdRoute
 {
@@ -36,6 +39,7 @@ typedef struct CdRoute
 	int			ncandidates;
 	const CdShard **candidates;
 	int		   *epochs;			/* computed: the newest epoch of each */
+	int32		slot;			/* slots strategy: the key's slot; else -1 */
 } CdRoute;
 
 extern void RouterInit(void);
@@ -61,6 +65,12 @@ extern void RouterRecordException(const char *key, int key_len, const CdShard *s
 extern int	RouterComputedCandidates(const char *key, int key_len,
 									 const CdShard **candidates, int *epochs);
 extern int	RouterPublishEligibility(List **eligible, bool *published);
+
+/* slotroute.c */
+extern int32 RouterSlotOf(const char *key, int key_len, const CdSlotMap **map);
+extern CdRoute RouterSlotRoute(const char *key, int key_len, bool for_write);
+extern const char *RouterSlotHome(const char *key, int key_len);
+extern bool RouterSlotSendsTo(const char *key, int key_len, const char *shard);
 
 /* locate.c */
 #define ROUTER_MAX_HOPS 4

@@ -2,7 +2,7 @@
  *
  * move_funcs.c
  *	  SQL functions that move keys: reassign_shard, rebalance,
- *	  schedule_rebalance, wait_for_job.
+ *	  schedule_rebalance, move_slot, schedule_move_slot, wait_for_job.
  *
  * The work itself happens in background workers (src/worker/), each
  * journal step committed on its own; these functions check their
@@ -37,10 +37,13 @@
 #include "sqlfuncs/sqlfuncs.h"
 #include "worker/jobs.h"
 #include "worker/launcher.h"
+#include "worker/slot_moves.h"
 
 PG_FUNCTION_INFO_V1(collegedb_reassign_shard);
 PG_FUNCTION_INFO_V1(collegedb_rebalance);
 PG_FUNCTION_INFO_V1(collegedb_schedule_rebalance);
+PG_FUNCTION_INFO_V1(collegedb_move_slot);
+PG_FUNCTION_INFO_V1(collegedb_schedule_move_slot);
 PG_FUNCTION_INFO_V1(collegedb_wait_for_job);
 
 
@@ -107,7 +110,7 @@ ensure_job_succeeded(int64 id, char kind, bool cancelled_ok, Jsonb **result)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_JOB_FAILED),
 				 errmsg("job " INT64_FORMAT " was cancelled", id)));
-	if (kind == 'm' && *result == NULL)
+	if ((kind == 'm' || kind == 's') && *result == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_JOB_FAILED),
 				 errmsg("job " INT64_FORMAT " ended without a result", id)));
@@ -197,7 +200,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 		appendStringInfoChar(&same, '}');
 		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(same.data)));
 	}
-	id = JobLaunchAndWait('m', NULL, key, target, force, 0);
+	id = JobLaunchAndWait('m', NULL, key, target, force, 0, -1);
 	ensure_job_succeeded(id, 'm', false, &result);
 	PG_RETURN_JSONB_P(result);
 }
@@ -236,7 +239,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 		/* the plan's checks, here, so that errors come with their own codes */
 		(void) RebalancePlan(table_name);
 		id = JobLaunchAndWait('r', table_name, NULL, NULL, false,
-							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2));
+							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), -1);
 		ensure_job_succeeded(id, 'r', true, &result);
 		JournalRebalanceResult(id, &rows);
 		for (int i = 0; i < 4; i++)
@@ -244,6 +247,81 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
+}
+
+/*
+ * ensure_coordinator refuses to schedule a job ('function') in a database
+ * where no coordinator runs them; 'instead' runs it at once.
+ */
+static void
+ensure_coordinator(const char *function, const char *instead)
+{
+	EnsurePreloaded(function);
+	if (!LauncherServesDatabase())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no coordinator runs scheduled jobs in database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("collegedb.database restricts the coordinators to database \"%s\".",
+						   CollegeWorkerDatabase),
+				 errhint("Run %s here, or set collegedb.database to this database (or to nothing, for every database) and reload.",
+						 instead)));
+}
+
+/*
+ * slot_arg reads move_slot's arguments and checks the move (errors with
+ * their own codes, before any job exists).
+ */
+static int32
+slot_arg(FunctionCallInfo fcinfo, char **target)
+{
+	int32		slot;
+	const char *source;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("slot must not be null")));
+	slot = PG_GETARG_INT32(0);
+	*target = ArgText(fcinfo, 1, "target shard");
+	(void) SlotMoveCheck(slot, *target, &source);
+	return slot;
+}
+
+/*
+ * collegedb_move_slot moves every key of a slot to 'target' and installs
+ * the next slot map version with the slot there (worker/slot_moves.c),
+ * waiting for the job; returns the new snapshot.
+ */
+Datum
+collegedb_move_slot(PG_FUNCTION_ARGS)
+{
+	char	   *target;
+	int32		slot = slot_arg(fcinfo, &target);
+	Jsonb	   *result;
+	int64		id;
+
+	id = JobLaunchAndWait('s', NULL, NULL, target, false, 0, slot);
+	ensure_job_succeeded(id, 's', false, &result);
+	PG_RETURN_JSONB_P(result);
+}
+
+/*
+ * collegedb_schedule_move_slot queues a slot's move for the coordinator
+ * and returns its job id at once.
+ */
+Datum
+collegedb_schedule_move_slot(PG_FUNCTION_ARGS)
+{
+	char	   *target;
+	int32		slot;
+	int64		id;
+
+	ensure_coordinator("collegedb.schedule_move_slot()", "collegedb.move_slot()");
+	slot = slot_arg(fcinfo, &target);
+	id = JournalInsertJob("move_slot", NULL, NULL, NULL, target, false, 0, GetUserId(), false);
+	JournalSetJobSlot(id, slot);
+	PG_RETURN_INT64(id);
 }
 
 /*
@@ -255,15 +333,7 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 {
 	char	   *table_name = ArgText(fcinfo, 0, "table name");
 
-	EnsurePreloaded("collegedb.schedule_rebalance()");
-	if (!LauncherServesDatabase())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no coordinator runs scheduled jobs in database \"%s\"",
-						get_database_name(MyDatabaseId)),
-				 errdetail("collegedb.database restricts the coordinators to database \"%s\".",
-						   CollegeWorkerDatabase),
-				 errhint("Run collegedb.rebalance() here, or set collegedb.database to this database (or to nothing, for every database) and reload.")));
+	ensure_coordinator("collegedb.schedule_rebalance()", "collegedb.rebalance()");
 	ensure_concurrency(fcinfo, 1);
 	(void) RebalancePlan(table_name);
 	PG_RETURN_INT64(JournalInsertJob("rebalance", table_name, NULL, NULL, NULL, false,

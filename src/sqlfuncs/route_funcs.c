@@ -269,7 +269,8 @@ collegedb_shard_for_key(PG_FUNCTION_ARGS)
  * per shard it would try, in order.  Under computed placement 'epoch' is
  * the newest epoch that puts the key on the shard, and 'has_key' says
  * whether the shard holds the key in a registered table (NULL when no
- * table is registered).
+ * table is registered; also for the two shards of a slot that moves).
+ * Under the slots strategy 'slot' is the key's slot (NULL otherwise).
  */
 Datum
 collegedb_route(PG_FUNCTION_ARGS)
@@ -278,7 +279,7 @@ collegedb_route(PG_FUNCTION_ARGS)
 	text	   *key = PG_GETARG_TEXT_PP(0);
 	CdRoute		route = RouterResolve(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 									  false, false);
-	bool		probe = route.source == CD_ROUTE_COMPUTED;
+	bool		probe = route.source == CD_ROUTE_COMPUTED || route.ncandidates > 1;
 	int			found = probe ? RouterProbeKey(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 											  route.candidates, route.ncandidates) : -1;
 	bool		have_tables = probe && RegisteredTables() != NIL;
@@ -286,8 +287,10 @@ collegedb_route(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (int i = 0; i < route.ncandidates; i++)
 	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, route.epochs == NULL, !have_tables};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false,
+			route.epochs == NULL || route.source == CD_ROUTE_SLOT, !have_tables,
+		route.slot < 0};
 		const CdShard *shard = route.candidates[i];
 		int			hops = 0;
 
@@ -299,6 +302,7 @@ collegedb_route(PG_FUNCTION_ARGS)
 		values[2] = Int32GetDatum(hops);
 		values[3] = Int32GetDatum(route.epochs ? route.epochs[i] : 0);
 		values[4] = BoolGetDatum(found == i);
+		values[5] = Int32GetDatum(route.slot);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -27,6 +27,7 @@
 #include "catalog/epochs.h"
 #include "catalog/mappings.h"
 #include "catalog/shards.h"
+#include "catalog/slotmaps.h"
 #include "cd_errcodes.h"
 #include "placement/regions.h"
 #include "remote/remote.h"
@@ -176,6 +177,19 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 									name, epoch->number),
 							 errhint("Drain it and rebalance its keys away, then drop it with force => true.")));
 		}
+	}
+	if (!force && SlotMapCurrent() != NULL)
+	{
+		const CdSlotMap *map = SlotMapCurrent();
+
+		for (int i = 0; i < map->nranges; i++)
+			if (strcmp(map->ranges[i].shard, name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+						 errmsg("cannot drop shard \"%s\" because slot map version %d puts %s on it",
+								name, map->version,
+								SlotSpanText(map->ranges[i].start, map->ranges[i].end)),
+						 errhint("Move its slots away with collegedb.move_slot(), or drop it with force => true.")));
 	}
 	ShardDelete(name);
 	publish_if_computed();

@@ -8,10 +8,7 @@
  * shard, computes each key's target among the shards that take keys (the
  * current strategy; under computed placement the newest epoch's owner),
  * and records the keys whose shard differs in collegedb.job_key.  Then
- * 'concurrency' workers (this one and dynamic "collegedb mover" workers)
- * claim those keys one at a time (FOR UPDATE SKIP LOCKED) and move them; a
- * failure is recorded with its error and the others go on.  A cancel is
- * noticed between keys, so no key is left half-moved.  Keys already on
+ * 'concurrency' workers move them (worker/movers.c).  Keys already on
  * their target are "agreed" and never touched, so a second pass after an
  * interruption finishes the first.
  *
@@ -46,7 +43,9 @@
 #include "remote/fanout.h"
 #include "router/router.h"
 #include "worker/jobs.h"
+#include "worker/movers.h"
 #include "worker/moves.h"
+#include "worker/slot_moves.h"
 #include "worker/unit.h"
 
 /* what a synchronous caller hands its job worker */
@@ -54,7 +53,8 @@ typedef struct JobRequest
 {
 	Oid			database;
 	Oid			owner;
-	char		kind;			/* 'm'ove or 'r'ebalance */
+	char		kind;			/* 'm'ove, 'r'ebalance or 's'lot move */
+	int32		slot;			/* a slot move's slot */
 	bool		force;
 	int			concurrency;
 	int64		job_id;			/* set by the worker */
@@ -67,7 +67,8 @@ typedef struct JobRequest
 
 /*
  * pick_target returns where a key should live: under computed placement
- * its owner in the newest epoch; otherwise the strategy's pick among the
+ * its owner in the newest epoch; under the slots strategy its slot's
+ * shard (the installed map's, or where the slot moves); otherwise the strategy's pick among the
  * shards that take keys, except that strategies which do not follow from
  * the key (round-robin, random, location) leave a key on a shard that
  * takes keys.
@@ -91,6 +92,8 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 
 		return ShardLookup(newest->shards[owner]);
 	}
+	if (config->write_strategy == CD_STRATEGY_SLOTS)
+		return ShardLookup(RouterSlotHome(key, strlen(key)));
 	if (config->write_strategy == CD_STRATEGY_ROUND_ROBIN ||
 		config->write_strategy == CD_STRATEGY_RANDOM ||
 		config->write_strategy == CD_STRATEGY_LOCATION)
@@ -111,7 +114,7 @@ JobPlan *
 RebalancePlan(const char *table_name)
 {
 	JobPlan    *plan = palloc0(sizeof(JobPlan));
-	CdTable    *table = NULL;
+	CdTable    *table = RegisteredTableEnsure(table_name);
 	const CdShard **set;
 	const CdShard **eligible;
 	CdFanoutShard *found;
@@ -120,14 +123,6 @@ RebalancePlan(const char *table_name)
 				neligible = 0;
 	ListCell   *lc;
 
-	foreach(lc, RegisteredTables())
-		if (strcmp(((CdTable *) lfirst(lc))->name, table_name) == 0)
-			table = lfirst(lc);
-	if (table == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"%s\" is not registered", table_name),
-				 errhint("Register it with collegedb.register_table(table_name, key_column).")));
 	if (ConfigGet()->computed && EpochList() == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
@@ -209,138 +204,6 @@ RebalancePlan(const char *table_name)
 }
 
 /*
- * current_source returns (a copy of) the name of the shard the key lives
- * on now, in a transaction of its own.
- */
-static char *
-current_source(const char *key, MemoryContext context)
-{
-	char	   *name;
-
-	WorkerBegin();
-	name = MemoryContextStrdup(context, RouterLocateKey(key)->name);
-	WorkerCommit();
-	return name;
-}
-
-/* how often a job starts over on a key that other movers keep moving */
-#define MOVE_ONE_ROUNDS 4
-
-/*
- * move_one moves one key to 'target' under the current job; errors go to
- * the caller.  A move of the key that another live process runs (the
- * coordinator retrying it, another job) is waited for; an interrupted one
- * is taken over and finished; either way the key then goes on from where
- * it is, unless it is at 'target' already.
- */
-static void
-move_one(int64 job_id, const char *key, const char *source, const char *target)
-{
-	MemoryContext context = CurrentMemoryContext;
-
-	for (int round = 1;; round++)
-	{
-		int64		move_id;
-		int64		generation = 0;
-		int64		busy = 0;
-		bool		adopted;
-
-		WorkerBegin();
-		move_id = MoveStart(job_id, key, source, target, &generation, &adopted,
-							round < MOVE_ONE_ROUNDS ? &busy : NULL);
-		WorkerCommit();
-		if (move_id == 0)
-			MoveWaitWhileHeld(busy);
-		else
-		{
-			MoveRun(move_id, generation);
-			if (!adopted)
-				return;
-		}
-		source = current_source(key, context);
-		if (strcmp(source, target) == 0)
-			return;
-		if (round >= MOVE_ONE_ROUNDS)
-			ereport(ERROR,
-					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
-					 errmsg("other moves of the key kept it from shard \"%s\"", target)));
-	}
-}
-
-/*
- * claim_and_move claims the job's pending keys one at a time and moves
- * them, recording each outcome, until none is left or the job is
- * cancelled.
- */
-static void
-claim_and_move(int64 job_id)
-{
-	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
-												  "collegedb mover",
-												  ALLOCSET_DEFAULT_SIZES);
-
-	for (;;)
-	{
-		CdJobKeyRow k;
-		bool		claimed;
-		MemoryContext old;
-
-		MemoryContextReset(context);
-		WorkerBegin();
-		old = MemoryContextSwitchTo(context);
-		claimed = JournalJobGoesOn(job_id) && JournalClaimJobKey(job_id, &k);
-		MemoryContextSwitchTo(old);
-		WorkerCommit();
-		if (!claimed)
-			break;
-
-		PG_TRY();
-		{
-			move_one(job_id, k.key, k.source, k.target);
-			WorkerBegin();
-			JournalSettleJobKey(job_id, k.stored, true, NULL, 0);
-			WorkerCommit();
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = WorkerCatchError(context);
-
-			WorkerBegin();
-			JournalSettleJobKey(job_id, k.stored, false, edata->message, 0);
-			WorkerCommit();
-		}
-		PG_END_TRY();
-	}
-	MemoryContextDelete(context);
-}
-
-/*
- * launch_movers starts up to n dynamic mover workers for a job; returns
- * their handles (fewer when the server has no free worker slot).
- */
-static List *
-launch_movers(int64 job_id, int n)
-{
-	List	   *handles = NIL;
-
-	for (int i = 0; i < n; i++)
-	{
-		BackgroundWorker worker;
-		BackgroundWorkerHandle *handle;
-		Oid			ids[2] = {MyDatabaseId, GetUserId()};
-
-		WorkerDescribe(&worker, "collegedb_mover_main", "collegedb mover",
-					   psprintf("collegedb mover for job %ld", (long) job_id));
-		worker.bgw_main_arg = Int64GetDatum(job_id);
-		memcpy(worker.bgw_extra, ids, sizeof(ids));
-		if (!RegisterDynamicBackgroundWorker(&worker, &handle))
-			break;
-		handles = lappend(handles, handle);
-	}
-	return handles;
-}
-
-/*
  * run_rebalance plans a rebalance, records the keys to move, and moves
  * them with 'concurrency' workers.
  */
@@ -349,7 +212,6 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 {
 	JobPlan    *plan;
 	List	   *keys = NIL;
-	List	   *movers;
 	int64		earlier;
 	ListCell   *lc;
 
@@ -372,10 +234,7 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 										 Max(plan->agreed - earlier, 0)));
 	WorkerCommit();
 
-	movers = launch_movers(job_id, Min(concurrency, list_length(plan->moves)) - 1);
-	claim_and_move(job_id);
-	foreach(lc, movers)
-		(void) WaitForBackgroundWorkerShutdown(lfirst(lc));
+	JobMoveKeys(job_id, concurrency, list_length(plan->moves));
 }
 
 /*
@@ -474,6 +333,8 @@ JobRun(int64 job_id)
 
 		if (strcmp(job.kind, "move") == 0)
 			result = run_move(job_id, job.key, job.target, job.force);
+		else if (strcmp(job.kind, "move_slot") == 0)
+			result = SlotMoveRun(job_id, job.slot, job.target, job.concurrency);
 		else
 			run_rebalance(job_id, job.table_name, job.concurrency);
 		WorkerBegin();
@@ -489,20 +350,6 @@ JobRun(int64 job_id)
 		WorkerCommit();
 	}
 	PG_END_TRY();
-}
-
-/*
- * worker_connect sets a job worker up: signals, and a connection to the
- * database as the role whose user mappings the job uses.
- */
-static void
-worker_connect(Oid database, Oid owner)
-{
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(database, owner, 0);
-	/* a worker must not hang on a lock forever */
-	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
@@ -525,35 +372,23 @@ collegedb_job_main(Datum arg)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not map the job request")));
 	req = dsm_segment_address(seg);
-	worker_connect(req->database, req->owner);
+	WorkerConnect(req->database, req->owner);
 	pgstat_report_appname("collegedb job");
 	key = req->key_off >= 0 ? req->data + req->key_off : NULL;
 
 	WorkerBegin();
-	req->job_id = JournalInsertJob(req->kind == 'm' ? "move" : "rebalance",
+	req->job_id = JournalInsertJob(req->kind == 'm' ? "move" :
+								   req->kind == 's' ? "move_slot" : "rebalance",
 								   req->table_off >= 0 ? req->data + req->table_off : NULL,
 								   key ? RouterStoredKey(key, strlen(key)) : NULL, key,
 								   req->target_off >= 0 ? req->data + req->target_off : NULL,
 								   req->force, req->concurrency, req->owner, true);
+	if (req->kind == 's')
+		JournalSetJobSlot(req->job_id, req->slot);
 	WorkerCommit();
 
 	JobRun(req->job_id);
 	dsm_detach(seg);
-	proc_exit(0);
-}
-
-/*
- * collegedb_mover_main is one of a rebalance's extra movers.
- */
-void
-collegedb_mover_main(Datum arg)
-{
-	Oid			ids[2];
-
-	memcpy(ids, MyBgworkerEntry->bgw_extra, sizeof(ids));
-	worker_connect(ids[0], ids[1]);
-	pgstat_report_appname("collegedb mover");
-	claim_and_move(DatumGetInt64(arg));
 	proc_exit(0);
 }
 
@@ -564,7 +399,7 @@ collegedb_mover_main(Datum arg)
  */
 int64
 JobLaunchAndWait(char kind, const char *table_name, const char *key,
-				 const char *target, bool force, int concurrency)
+				 const char *target, bool force, int concurrency, int32 slot)
 {
 	Size		len = offsetof(JobRequest, data);
 	int			off = 0;
@@ -575,7 +410,8 @@ JobLaunchAndWait(char kind, const char *table_name, const char *key,
 	pid_t		pid;
 	int64		job_id;
 
-	EnsurePreloaded(kind == 'm' ? "collegedb.reassign_shard()" : "collegedb.rebalance()");
+	EnsurePreloaded(kind == 'm' ? "collegedb.reassign_shard()" :
+					kind == 's' ? "collegedb.move_slot()" : "collegedb.rebalance()");
 	len += (table_name ? strlen(table_name) + 1 : 0) + (key ? strlen(key) + 1 : 0) +
 		(target ? strlen(target) + 1 : 0);
 	seg = dsm_create(len, 0);
@@ -586,6 +422,7 @@ JobLaunchAndWait(char kind, const char *table_name, const char *key,
 	req->kind = kind;
 	req->force = force;
 	req->concurrency = concurrency;
+	req->slot = slot;
 	req->job_id = 0;
 #define PUT(field, s) \
 	do { \

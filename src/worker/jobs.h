@@ -35,8 +35,7 @@ extern void MoveEndpoints(const char *key, const char *target_name, bool force,
 						  const CdShard **source, const CdShard **target);
 extern void JobRun(int64 job_id);
 extern int64 JobLaunchAndWait(char kind, const char *table_name, const char *key,
-							  const char *target, bool force, int concurrency);
+							  const char *target, bool force, int concurrency, int32 slot);
 extern PGDLLEXPORT void collegedb_job_main(Datum arg);
-extern PGDLLEXPORT void collegedb_mover_main(Datum arg);
 
 #endif							/* COLLEGEDB_WORKER_JOBS_H */

@@ -266,12 +266,17 @@ step_source(CdMoveRow *m)
 /*
  * step_map points the key (and every lookup key of its record) at the
  * target; a key without a mapping gets one (under computed placement: an
- * exception).
+ * exception), except under the slots strategy when its slot leads to the
+ * target anyway (a slot's move, or a rebalance to the slot's shard).
  */
 static void
 step_map(CdMoveRow *m)
 {
-	MappingPoint(m->key, m->target->name);
+	char		mapped[NAMEDATALEN];
+
+	if (MappingFind(m->key, mapped) ||
+		!RouterSlotSendsTo(m->raw_key, strlen(m->raw_key), m->target->name))
+		MappingPoint(m->key, m->target->name);
 	JournalSetStep(m, "mapped", NULL);
 }
 

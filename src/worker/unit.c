@@ -18,6 +18,8 @@
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 
 #include "worker/unit.h"
@@ -88,4 +90,18 @@ WorkerDescribe(BackgroundWorker *worker, const char *function, const char *type,
 	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", name);
 	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
 	worker->bgw_notify_pid = MyProcPid;
+}
+
+/*
+ * WorkerConnect sets a job or mover worker up: signals, and a connection
+ * to the database as the role whose user mappings the job uses.
+ */
+void
+WorkerConnect(Oid database, Oid owner)
+{
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(database, owner, 0);
+	/* a worker must not hang on a lock forever */
+	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
 }

@@ -1,0 +1,133 @@
+/*-------------------------------------------------------------------------
+ *
+ * slotroute.c
+ *	  The slots strategy (DESIGN.md 4.1, issue 18): a key without a mapping
+ *	  goes to the shard of its slot in the installed slot map.
+ *
+ * slot = fnv1a32(ordered_binary(key)) mod slots; the newest installed map
+ * names the slot's shard.  Nothing is written for such a key (no mapping
+ * row, as under computed placement), and when warm nothing is read: the
+ * map and the slots being moved are cached (catalog/slotmaps.c), and so is
+ * the absence of a mapping (router.c).  A slot whose shard is not active
+ * and writable refuses writes, naming the slot; reads still go there.
+ *
+ * While a slot moves (collegedb.move_slot, worker/slot_moves.c) its keys
+ * have two candidates, the move's target first and its source second,
+ * handled as computed placement's candidates are (routed.c): a read tries
+ * the target, then the source, following tombstones; a write goes where
+ * the key is found (the source for a key not moved yet, where it is
+ * guarded and follows its tombstone once moved), else to the target, so
+ * that no new key lands on the shard the slot is leaving; and while a
+ * move of the key has not passed its source step, its statements go to
+ * that move's source (RouterResolve).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+
+#include "catalog/config.h"
+#include "catalog/slotmaps.h"
+#include "cd_errcodes.h"
+#include "placement/hash.h"
+#include "placement/slots.h"
+#include "router/router.h"
+
+/*
+ * RouterSlotOf returns the key's slot under the installed map, and the map;
+ * without one, the slots strategy cannot route (TOPOLOGY_UNAVAILABLE).
+ */
+int32
+RouterSlotOf(const char *key, int key_len, const CdSlotMap **map)
+{
+	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
+	size_t		utf8_len = utf8 == key ? key_len : strlen(utf8);
+
+	*map = SlotMapCurrent();
+	if (*map == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
+				 errmsg("the slots strategy has no installed slot map"),
+				 errhint("Install one with collegedb.initialize_shard_map().")));
+	return PlacementSlot(utf8, utf8_len, (*map)->slots);
+}
+
+/*
+ * ensure_writable refuses a write to a slot whose shard does not take
+ * writes.
+ */
+static void
+ensure_writable(const CdShard *shard, int32 slot)
+{
+	if (RouterShardTakesKeys(shard))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
+			 errmsg("slot %d is on shard \"%s\", which takes no writes", slot, shard->name),
+			 errdetail("The shard is %s%s.", ShardDrainName(shard->drain),
+					   shard->writable ? "" : " and not writable"),
+			 errhint("Move the slot with collegedb.move_slot(), or make the shard active and writable with collegedb.set_shard_state().")));
+}
+
+/*
+ * RouterSlotRoute returns the route of a key without a mapping under the
+ * slots strategy: its slot's shard, or while the slot moves its target
+ * and its source (see the file header).
+ */
+CdRoute
+RouterSlotRoute(const char *key, int key_len, bool for_write)
+{
+	const CdSlotMap *map;
+	int32		slot = RouterSlotOf(key, key_len, &map);
+	const CdSlotMove *move = SlotMoveFind(slot);
+	CdRoute		route;
+
+	route.source = CD_ROUTE_SLOT;
+	route.slot = slot;
+	route.candidates = palloc(sizeof(CdShard *) * 2);
+	route.epochs = palloc0(sizeof(int) * 2);
+	if (move == NULL)
+	{
+		route.candidates[0] = ShardLookup(PlacementSlotShard(map, slot));
+		route.ncandidates = 1;
+	}
+	else
+	{
+		route.candidates[0] = ShardLookup(move->target);
+		route.candidates[1] = ShardLookup(move->source);
+		route.ncandidates = 2;
+	}
+	if (for_write)
+		ensure_writable(route.candidates[0], slot);
+	route.shard = route.candidates[0];
+	return route;
+}
+
+/*
+ * RouterSlotHome returns the name of the shard a key without a mapping is
+ * written to under the installed map: its slot's shard, or the target the
+ * slot moves to.
+ */
+const char *
+RouterSlotHome(const char *key, int key_len)
+{
+	const CdSlotMap *map;
+	int32		slot = RouterSlotOf(key, key_len, &map);
+	const CdSlotMove *move = SlotMoveFind(slot);
+
+	return move ? move->target : PlacementSlotShard(map, slot);
+}
+
+/*
+ * RouterSlotSendsTo says whether, under the slots strategy, a key without
+ * a mapping is written to 'shard' by its slot: a move there needs no
+ * mapping for the key.
+ */
+bool
+RouterSlotSendsTo(const char *key, int key_len, const char *shard)
+{
+	if (ConfigGet()->write_strategy != CD_STRATEGY_SLOTS || SlotMapCurrent() == NULL)
+		return false;
+	return strcmp(RouterSlotHome(key, key_len), shard) == 0;
+}

@@ -1,0 +1,195 @@
+/*-------------------------------------------------------------------------
+ *
+ * movers.c
+ *	  The keys of a job (collegedb.job_key) moved by several workers at
+ *	  once: the job's own and dynamic "collegedb mover" workers, each
+ *	  claiming one pending key at a time (FOR UPDATE SKIP LOCKED) and moving
+ *	  it with the journaled move protocol (moves.c).
+ *
+ * A failure is recorded with its key and the others go on; a cancel is
+ * noticed between keys, so no key is left half-moved.  A key that another
+ * live process is moving is waited for, an interrupted move of it taken
+ * over.  Which keys a job moves is its own business (jobs.c for a
+ * rebalance, slot_moves.c for a slot).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+
+#include "catalog/journal.h"
+#include "cd_errcodes.h"
+#include "router/router.h"
+#include "worker/movers.h"
+#include "worker/moves.h"
+#include "worker/unit.h"
+
+/*
+ * current_source returns (a copy of) the name of the shard the key lives
+ * on now, in a transaction of its own.
+ */
+static char *
+current_source(const char *key, MemoryContext context)
+{
+	char	   *name;
+
+	WorkerBegin();
+	name = MemoryContextStrdup(context, RouterLocateKey(key)->name);
+	WorkerCommit();
+	return name;
+}
+
+/* how often a job starts over on a key that other movers keep moving */
+#define MOVE_ONE_ROUNDS 4
+
+/*
+ * move_one moves one key to 'target' under the current job; errors go to
+ * the caller.  A move of the key that another live process runs (the
+ * coordinator retrying it, another job) is waited for; an interrupted one
+ * is taken over and finished; either way the key then goes on from where
+ * it is, unless it is at 'target' already.
+ */
+static void
+move_one(int64 job_id, const char *key, const char *source, const char *target)
+{
+	MemoryContext context = CurrentMemoryContext;
+
+	for (int round = 1;; round++)
+	{
+		int64		move_id;
+		int64		generation = 0;
+		int64		busy = 0;
+		bool		adopted;
+
+		WorkerBegin();
+		move_id = MoveStart(job_id, key, source, target, &generation, &adopted,
+							round < MOVE_ONE_ROUNDS ? &busy : NULL);
+		WorkerCommit();
+		if (move_id == 0)
+			MoveWaitWhileHeld(busy);
+		else
+		{
+			MoveRun(move_id, generation);
+			if (!adopted)
+				return;
+		}
+		source = current_source(key, context);
+		if (strcmp(source, target) == 0)
+			return;
+		if (round >= MOVE_ONE_ROUNDS)
+			ereport(ERROR,
+					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
+					 errmsg("other moves of the key kept it from shard \"%s\"", target)));
+	}
+}
+
+/*
+ * claim_and_move claims the job's pending keys one at a time and moves
+ * them, recording each outcome, until none is left or the job is
+ * cancelled.
+ */
+static void
+claim_and_move(int64 job_id)
+{
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
+												  "collegedb mover",
+												  ALLOCSET_DEFAULT_SIZES);
+
+	for (;;)
+	{
+		CdJobKeyRow k;
+		bool		claimed;
+		MemoryContext old;
+
+		MemoryContextReset(context);
+		WorkerBegin();
+		old = MemoryContextSwitchTo(context);
+		claimed = JournalJobGoesOn(job_id) && JournalClaimJobKey(job_id, &k);
+		MemoryContextSwitchTo(old);
+		WorkerCommit();
+		if (!claimed)
+			break;
+
+		PG_TRY();
+		{
+			move_one(job_id, k.key, k.source, k.target);
+			WorkerBegin();
+			JournalSettleJobKey(job_id, k.stored, true, NULL, 0);
+			WorkerCommit();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = WorkerCatchError(context);
+
+			WorkerBegin();
+			JournalSettleJobKey(job_id, k.stored, false, edata->message, 0);
+			WorkerCommit();
+		}
+		PG_END_TRY();
+	}
+	MemoryContextDelete(context);
+}
+
+/*
+ * launch_movers starts up to n dynamic mover workers for a job; returns
+ * their handles (fewer when the server has no free worker slot).
+ */
+static List *
+launch_movers(int64 job_id, int n)
+{
+	List	   *handles = NIL;
+
+	for (int i = 0; i < n; i++)
+	{
+		BackgroundWorker worker;
+		BackgroundWorkerHandle *handle;
+		Oid			ids[2] = {MyDatabaseId, GetUserId()};
+
+		WorkerDescribe(&worker, "collegedb_mover_main", "collegedb mover",
+					   psprintf("collegedb mover for job %ld", (long) job_id));
+		worker.bgw_main_arg = Int64GetDatum(job_id);
+		memcpy(worker.bgw_extra, ids, sizeof(ids));
+		if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+			break;
+		handles = lappend(handles, handle);
+	}
+	return handles;
+}
+
+/*
+ * JobMoveKeys moves the job's pending keys (collegedb.job_key), 'nkeys' of
+ * them, with up to 'concurrency' workers: this one and dynamic movers.
+ * Returns when no key is pending or the job is cancelled.
+ */
+void
+JobMoveKeys(int64 job_id, int concurrency, int nkeys)
+{
+	List	   *movers = launch_movers(job_id, Min(concurrency, nkeys) - 1);
+	ListCell   *lc;
+
+	claim_and_move(job_id);
+	foreach(lc, movers)
+		(void) WaitForBackgroundWorkerShutdown(lfirst(lc));
+}
+
+/*
+ * collegedb_mover_main is one of a job's extra movers (a rebalance's, a slot
+ * move's).
+ */
+void
+collegedb_mover_main(Datum arg)
+{
+	Oid			ids[2];
+
+	memcpy(ids, MyBgworkerEntry->bgw_extra, sizeof(ids));
+	WorkerConnect(ids[0], ids[1]);
+	pgstat_report_appname("collegedb mover");
+	claim_and_move(DatumGetInt64(arg));
+	proc_exit(0);
+}
+
