@@ -24,7 +24,10 @@
  *	     route already leads to the target).  It scans again, until a scan
  *	     finds no key of the slot on the source (a key written there by a
  *	     statement routed before step 1 committed is found by the next
- *	     scan), at most SLOT_MOVE_ROUNDS times.
+ *	     scan), at most SLOT_MOVE_ROUNDS times.  Before the first scan it
+ *	     waits until every front transaction that was running when step 1
+ *	     committed has ended: one of them may have routed a new key of the
+ *	     slot to the source under the map alone, and commit it there later.
  *	  3. installs the next map version with the slot on the target and
  *	     ends the slot's move, in one transaction.
  *
@@ -295,6 +298,15 @@ SlotMoveRun(int64 job_id, int32 slot, const char *target, int concurrency)
 		MemoryContextDelete(context);
 		return snapshot;
 	}
+
+	/*
+	 * A transaction that routed a new key of the slot to the source before
+	 * the slot's move was recorded may commit it there after any scan; once
+	 * every such transaction has ended, the scans find all of the slot's keys.
+	 */
+	WorkerBegin();
+	WorkerWaitForOlderTransactions();
+	WorkerCommit();
 
 	for (int round = 1;; round++)
 	{

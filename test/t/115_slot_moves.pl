@@ -14,7 +14,9 @@
 # of a move is killed with SIGKILL while its movers wait after the step 'copied': in
 # the pause the keys read and write (a new key lands on the target), and after the
 # postmaster's restart the coordinator resumes the job and the moves, and the same
-# invariants hold.
+# invariants hold.  Last, a transaction that wrote a new key of a slot before
+# the slot's move began, and commits only after the move has started, finds its
+# key moved with the slot: the move waits for it before it scans.
 use strict;
 use warnings;
 
@@ -329,6 +331,49 @@ for my $move ([ 3, 'l', 'p' ], [ 5, 'p', 'm' ], [ 7, 'm', 'l' ])
 	is( $front->safe_psql('postgres',
 			q{SELECT (result->>'version') FROM collegedb.jobs WHERE id = (SELECT max(id) FROM collegedb.jobs)}),
 		$version, "$label: the job's result is the snapshot of version $version");
+}
+
+# --- a transaction that wrote a new key of the slot before its move began ---------
+
+{
+	my ($slot, $from, $to) = (10, 'm', 'p');
+	my $label = "slot $slot $from -> $to, a writer's transaction open";
+	is(map_shard($slot), $from, "$label: the slot starts on $from");
+	my ($nk) = new_keys($slot, "open$slot", 1);
+	# the writer's INSERT routes by the map alone (no move yet), then its
+	# transaction stays open until the job waits for it
+	my $writer = psql_start($front, qq{
+		BEGIN;
+		SELECT collegedb.run('$nk', 'INSERT INTO counters VALUES (\$1, 7)', '$nk');
+		SET application_name = 'slot_writer_open';
+		DO \$\$
+		BEGIN
+			FOR i IN 1 .. 1200 LOOP
+				PERFORM pg_stat_clear_snapshot();
+				IF EXISTS (SELECT 1 FROM pg_stat_activity
+				            WHERE backend_type = 'collegedb job' AND wait_event = 'virtualxid') THEN
+					RETURN;
+				END IF;
+				PERFORM pg_sleep(0.05);
+			END LOOP;
+			RAISE EXCEPTION 'the slot move never waited for this transaction';
+		END \$\$;
+		COMMIT;});
+	ok( poll_until(
+			$front, q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'slot_writer_open'},
+			'1', 60),
+		"$label: the writer wrote its new key and keeps its transaction open");
+	my $caller = psql_start($front,
+		qq{SELECT (s->>'version') FROM collegedb.move_slot($slot, '$to') AS s});
+	my $w = psql_finish($writer, 90);
+	is($w->{rc}, 0, "$label: the job waited for the writer's transaction, which committed")
+	  or diag $w->{stderr};
+	my $r = psql_finish($caller, 90);
+	$version++;
+	is($r->{stdout}, $version, "$label: move_slot returns version $version") or diag $r->{stderr};
+	$count{$nk} = 7;
+	push @keys, $nk;
+	check_after_move($label, $slot, $to, $version, [$nk]);
 }
 
 # every key still reads once
