@@ -22,6 +22,10 @@
  * (a write, or a transaction block) and failed is rolled back to the
  * savepoint, and the others keep their work.
  *
+ * A shard may have a statement of its own, and a sequence of them (see
+ * CdFanoutShard.next): each next one starts on the shard's connection as
+ * soon as the one before ended, whatever the other shards are doing.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -48,12 +52,18 @@ typedef enum FanoutState
 typedef struct FanoutWork
 {
 	CdFanoutShard *out;
+	CdFanoutKind kind;
 	FanoutState state;
+	const char *sql;			/* the shard's current statement */
+	int			nparams;
+	const CdParam *params;
 	CdStatement st;
 	int			attempt;
 	CdPollResult waiting;		/* READ or WRITE while running */
 	TimestampTz deadline;		/* 0: none */
 } FanoutWork;
+
+static void ended(FanoutWork *w);
 
 static void
 fail(FanoutWork *w, const char *sqlstate, const char *message)
@@ -61,7 +71,50 @@ fail(FanoutWork *w, const char *sqlstate, const char *message)
 	w->out->ok = false;
 	w->out->error = pstrdup(message);
 	strlcpy(w->out->sqlstate, sqlstate, sizeof(w->out->sqlstate));
+	ended(w);
+}
+
+/*
+ * prepare checks a shard's current statement and queues it; a statement
+ * the shard refuses before it is sent fails there alone.
+ */
+static void
+prepare(FanoutWork *w)
+{
+	const CdShard *shard = w->out->shard;
+	bool		is_write = w->kind == CD_FANOUT_WRITE || w->kind == CD_FANOUT_AUTOCOMMIT ||
+		(w->kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, w->sql));
+	CdStatementProblem problem;
+
+	w->state = FANOUT_QUEUED;
+	w->attempt = 0;
+	if (!StatementTryPrepare(&w->st, shard, w->sql, w->nparams, w->params, is_write,
+							 w->kind == CD_FANOUT_AUTOCOMMIT ? CD_EXEC_INTERNAL : 0,
+							 &problem))
+	{
+		fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+		return;
+	}
+	/* it commits on its own: no remote transaction is opened for it */
+	if (w->kind == CD_FANOUT_AUTOCOMMIT)
+		w->st.autocommit_only = true;
+}
+
+/*
+ * ended marks a shard's statement ended (its outcome filled in) and,
+ * when the caller's 'next' gives the shard another statement, queues that.
+ */
+static void
+ended(FanoutWork *w)
+{
 	w->state = FANOUT_DONE;
+	if (w->out->next == NULL || !w->out->next(w->out))
+		return;
+	w->sql = w->out->sql;
+	w->nparams = w->out->nparams;
+	w->params = w->out->params;
+	w->out->timed_out = false;
+	prepare(w);
 }
 
 /*
@@ -96,8 +149,7 @@ undo_failure(FanoutWork *w)
  * on a stale connection.
  */
 static void
-finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
-	   const CdParam *params)
+finish(FanoutWork *w, bool ok, int64 rows)
 {
 	if (StatementFinish(&w->st, ok, w->attempt))
 	{
@@ -109,7 +161,7 @@ finish(FanoutWork *w, bool ok, int64 rows, const char *sql, int nparams,
 	{
 		w->out->ok = true;
 		w->out->rows = rows;
-		w->state = FANOUT_DONE;
+		ended(w);
 		return;
 	}
 	undo_failure(w);
@@ -137,8 +189,7 @@ begin_one(void *arg)
  * already, nothing can throw, and the checks' failures are data.
  */
 static void
-start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
-	  int timeout_ms)
+start(FanoutWork *w, int timeout_ms)
 {
 	const CdAdapter *adapter = AdapterForDialect(w->out->shard->dialect);
 
@@ -165,18 +216,18 @@ start(FanoutWork *w, const char *sql, int nparams, const CdParam *params,
 
 	if (adapter->send == NULL)
 	{
-		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-									   nparams, params, w->st.flags, w->out->sink,
+		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, w->sql,
+									   w->nparams, w->params, w->st.flags, w->out->sink,
 									   &w->st.rows, &w->st.err);
 
-		finish(w, ok, w->st.rows, sql, nparams, params);
+		finish(w, ok, w->st.rows);
 		return;
 	}
 
-	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, sql,
-					   nparams, params, w->st.flags, &w->st.err))
+	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, w->sql,
+					   w->nparams, w->params, w->st.flags, &w->st.err))
 	{
-		finish(w, false, 0, sql, nparams, params);
+		finish(w, false, 0);
 		return;
 	}
 	w->state = FANOUT_RUNNING;
@@ -250,7 +301,7 @@ wait_any(FanoutWork *work, int n)
  * or ran out of time.
  */
 static void
-progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *params)
+progress(FanoutWork *work, int n)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -264,7 +315,7 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 			continue;
 		r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
 		if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
-			finish(w, r == CD_POLL_DONE, rows, sql, nparams, params);
+			finish(w, r == CD_POLL_DONE, rows);
 		else if (w->deadline && now >= w->deadline)
 		{
 			w->st.conn->adapter->cancel(w->st.conn->handle, CollegeCleanupTimeout);
@@ -281,11 +332,12 @@ progress(FanoutWork *work, int n, const char *sql, int nparams, const CdParam *p
 }
 
 /*
- * FanoutRun runs 'sql' on every shard of 'shards' (their rows to each
- * one's sink) and fills in each one's outcome.  'kind' says whether it is
- * a read, a write, or whatever each shard's dialect classifies it as.
- * Errors of a shard are reported in its outcome; only interrupts and
- * errors of the front are raised.
+ * FanoutRun runs 'sql' (or each shard's own statements) on every shard of
+ * 'shards' (their rows to each one's sink) and fills in each one's
+ * outcome.  'kind' says whether it is a read, a write, whatever each
+ * shard's dialect classifies it as, or collegedb's own writes committed
+ * on each shard at once.  Errors of a shard are reported in its outcome;
+ * only interrupts and errors of the front are raised.
  */
 void
 FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
@@ -303,21 +355,15 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	for (int i = 0; i < n; i++)
 	{
 		work[i].out = &shards[i];
+		work[i].kind = kind;
+		work[i].sql = shards[i].sql ? shards[i].sql : sql;
+		work[i].nparams = shards[i].sql ? shards[i].nparams : nparams;
+		work[i].params = shards[i].sql ? shards[i].params : params;
 		shards[i].ok = false;
 		shards[i].timed_out = false;
 		shards[i].rows = 0;
 		shards[i].error = NULL;
-		/* a statement a shard refuses before it is sent fails there alone */
-		{
-			const CdShard *shard = shards[i].shard;
-			bool		is_write = kind == CD_FANOUT_WRITE ||
-				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
-			CdStatementProblem problem;
-
-			if (!StatementTryPrepare(&work[i].st, shard, sql, nparams, params, is_write, 0,
-									 &problem))
-				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message);
-		}
+		prepare(&work[i]);
 	}
 
 	PG_TRY();
@@ -325,27 +371,27 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 		for (;;)
 		{
 			int			running = 0;
-			int			queued = 0;
+			bool		pending = false;
 
 			for (int i = 0; i < n; i++)
-			{
 				running += work[i].state == FANOUT_RUNNING;
-				queued += work[i].state == FANOUT_QUEUED;
-			}
-			for (int i = 0; i < n && running < concurrency && queued > 0; i++)
+			for (int i = 0; i < n && running < concurrency; i++)
 			{
-				if (work[i].state != FANOUT_QUEUED)
-					continue;
-				queued--;
-				start(&work[i], sql, nparams, params, CollegeFanoutTimeout);
-				running += work[i].state == FANOUT_RUNNING;
+				/* a shard run synchronously goes through its sequence at once */
+				while (work[i].state == FANOUT_QUEUED && running < concurrency)
+				{
+					start(&work[i], CollegeFanoutTimeout);
+					running += work[i].state == FANOUT_RUNNING;
+				}
 			}
-			if (running == 0 && queued == 0)
+			for (int i = 0; i < n; i++)
+				pending |= work[i].state != FANOUT_DONE;
+			if (!pending)
 				break;
 			if (running > 0)
 			{
 				wait_any(work, n);
-				progress(work, n, sql, nparams, params);
+				progress(work, n);
 			}
 		}
 	}
