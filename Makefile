@@ -32,6 +32,7 @@ OBJS = \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/tables.o \
+	src/catalog/topology.o \
 	src/placement/hash.o \
 	src/placement/regions.o \
 	src/placement/strategy.o \
@@ -52,11 +53,13 @@ OBJS = \
 	src/sqlfuncs/stats_funcs.o \
 	src/sqlfuncs/move_funcs.o \
 	src/sqlfuncs/table_funcs.o \
+	src/sqlfuncs/topology_funcs.o \
 	src/worker/coordinator.o \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
-	src/worker/moves.o
+	src/worker/moves.o \
+	src/worker/outbox.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
 SHLIB_LINK_INTERNAL = $(libpq)

@@ -28,6 +28,7 @@
 #include "catalog/config.h"
 #include "catalog/epochs.h"
 #include "catalog/shards.h"
+#include "catalog/topology.h"
 #include "router/router.h"
 #include "placement/regions.h"
 #include "cd_errcodes.h"
@@ -90,7 +91,8 @@ ensure_valid_tags(Jsonb *tags)
  * SqlfuncsCatalogRun runs one catalog statement with arguments, with the
  * catalog owner's rights (an administrator holds none on the tables), and
  * returns the number of rows it processed; with 'first' given, the first
- * column of its first row (a by-value type), NULL when there is none.
+ * column of its first row (copied into the caller's memory context), NULL
+ * when there is none.
  */
 uint64
 SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
@@ -111,8 +113,14 @@ SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
 		first->isnull = true;
 		first->value = (Datum) 0;
 		if (processed > 0 && SPI_tuptable != NULL)
+		{
+			Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, 0);
+
 			first->value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 										 1, &first->isnull);
+			if (!first->isnull)
+				first->value = SPI_datumTransfer(first->value, att->attbyval, att->attlen);
+		}
 	}
 	SPI_finish();
 	CatalogAccessEnd(&access);
@@ -121,8 +129,9 @@ SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
 
 /*
  * collegedb_add_shard registers a collegedb server as a data shard: it
- * connects, creates the shard-side tombstone table (idempotent) inside the
- * current transaction, and records the shard as active.
+ * connects, creates the shard-side tombstone table and the tables of
+ * topology groups (idempotent) inside the current transaction, and records
+ * the shard as active.
  */
 Datum
 collegedb_add_shard(PG_FUNCTION_ARGS)
@@ -132,6 +141,7 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	double		priority = PG_ARGISNULL(2) ? 1.0 : PG_GETARG_FLOAT8(2);
 	bool		is_shard;
 	CdShard		shard;
+	const CdAdapter *adapter;
 	Oid			types[5] = {TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, JSONBOID};
 	Datum		values[5];
 	char		nulls[6] = "     ";
@@ -165,7 +175,10 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 
 	strlcpy(shard.name, name, NAMEDATALEN);
 	shard.serverid = server->serverid;
-	for (const char *const *ddl = AdapterForDialect(shard.dialect)->shard_ddl; *ddl; ddl++)
+	adapter = AdapterForDialect(shard.dialect);
+	for (const char *const *ddl = adapter->shard_ddl; *ddl; ddl++)
+		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
+	for (const char *const *ddl = adapter->topology_ddl; *ddl; ddl++)
 		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
 
 	values[0] = CStringGetTextDatum(name);
@@ -225,6 +238,7 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 							 errhint("Drain it and rebalance its keys away, then drop it with force => true.")));
 		}
 	}
+	TopologyForgetShard(name);
 	SqlfuncsCatalogRun("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL, NULL);
 	publish_if_computed();
 	PG_RETURN_VOID();

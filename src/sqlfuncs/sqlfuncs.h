@@ -10,7 +10,11 @@
 
 #include "fmgr.h"
 
+#include "catalog/shards.h"
+
 extern char *ArgText(FunctionCallInfo fcinfo, int n, const char *what);
+extern void SqlfuncsFanout(FunctionCallInfo fcinfo, const char *what, const CdShard **set,
+						   int n, const char *sql, int first);
 extern uint64 SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
 								 const char *nulls, NullableDatum *first);
 

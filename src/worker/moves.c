@@ -98,9 +98,8 @@ char	   *CollegeTestPauseInStep = NULL;
 	"EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid " \
 	"AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))"
 
-/* the delay before retry number attempts + 1, with jitter in [d/2, d) */
-#define RETRY_DELAY \
-	"least(300, power(2, m.attempts)) * (0.5 + random() / 2) * interval '1 second'"
+/* the delay before retry number attempts + 1 */
+#define RETRY_DELAY WORKER_RETRY_DELAY("m.attempts")
 
 /*
  * WorkerBegin starts a transaction for one unit of a worker's work, with a

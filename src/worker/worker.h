@@ -27,6 +27,7 @@ extern bool LauncherServesDatabase(void);
 extern bool LauncherCoordinatorRuns(void);
 extern bool LauncherClaimSlot(int index, Oid database);
 extern void LauncherNoExtension(void);
+extern void LauncherWakeCoordinator(Oid database);
 extern PGDLLEXPORT void collegedb_launcher_main(Datum arg);
 
 /* coordinator.c */
@@ -34,6 +35,12 @@ extern void WorkerInit(void);
 extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
 						   const char *type, const char *name);
 extern PGDLLEXPORT void collegedb_coordinator_main(Datum arg);
+
+/* outbox.c: topology deliveries; OutboxDeliver outside a transaction */
+extern int	CollegeTopologyTimeout;
+extern char *CollegeTestPauseAfterDelivery;
+extern long OutboxDeliver(void);
+extern void OutboxWakeAtCommit(void);
 
 /* moves.c: must be called outside a transaction; each step commits */
 extern int	CollegeMoveLease;
@@ -52,6 +59,15 @@ extern void WorkerCommit(void);
 extern uint64 WorkerExec(const char *sql, int nargs, Oid *types, Datum *values,
 						 const char *nulls);
 extern ErrorData *WorkerCatchError(MemoryContext context);
+
+/*
+ * WORKER_RETRY_DELAY is SQL for how long a unit of work that failed n times
+ * waits before it is tried again, 'attempts' being a column that holds n
+ * (read before it is incremented): min(1 s * 2^n, 300 s), jittered in
+ * [d/2, d) so that retries spread out.
+ */
+#define WORKER_RETRY_DELAY(attempts) \
+	"least(300, power(2, " attempts ")) * (0.5 + random() / 2) * interval '1 second'"
 
 /*
  * MOVE_REDACT_KEY is SQL that writes, in an error text bound for a catalog
