@@ -16,7 +16,8 @@
 # delivery is dropped (it never gets the value it missed, and its snapshot is
 # removed); three quick updates end with the newest value everywhere; and an older
 # version staged by hand (the same statements the coordinator sends) is never
-# applied over a newer one, nor a newer version a member holds overwritten.
+# applied over a newer one, nor a newer version a member holds overwritten.  The README's
+# tutorial runs as it stands.
 use strict;
 use warnings;
 
@@ -483,6 +484,23 @@ is( $front->safe_psql('postgres', q{
 		SELECT string_agg(shard || '=' || coalesce(value->>'n', error), ' ' ORDER BY shard)
 		  FROM collegedb.fanout_group('g1', 'SELECT count(*) AS n FROM collegedb_topology')}),
 	'a=1 c=1 m=1 s=1', 'routing: fanout_group reads every member of the read set');
+
+# --- the README's tutorial pastes into psql -----------------------------------------
+
+{
+	my $readme = slurp_file(($ENV{COLLEGEDB_TEST_SRCDIR} // '..') . '/README.md');
+	my ($tutorial) = $readme =~ /^## Topology groups\n.*?^```sql\n(.*?)^```$/ms;
+	ok(defined $tutorial, 'README: the topology tutorial is there');
+	my $dir = sqlite_dir();
+	$tutorial =~ s{/tmp/}{$dir/}g;
+	$front->safe_psql('postgres', 'CREATE DATABASE tutorial');
+	my $r = psql_outcome($front, $tutorial, dbname => 'tutorial');
+	is($r->{rc}, 0, 'README: the tutorial runs without an error') or diag $r->{stderr};
+	# its booleans: three topology_wait and two topology_delete, each true
+	my @booleans = grep { /^(t|f)$/ } split /\n/, $r->{stdout};
+	is(join(',', @booleans), 't,t,t,t,t',
+		'README: every topology_wait and topology_delete of the tutorial returns true');
+}
 
 note sprintf 'total %.1f s', time - $t_start;
 done_testing();
