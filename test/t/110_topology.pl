@@ -16,8 +16,9 @@
 # delivery is dropped (it never gets the value it missed, and its snapshot is
 # removed); three quick updates end with the newest value everywhere; and an older
 # version staged by hand (the same statements the coordinator sends) is never
-# applied over a newer one, nor a newer version a member holds overwritten.  The README's
-# tutorial runs as it stands.
+# applied over a newer one, nor a newer version a member holds overwritten.  A shard
+# without the shard-side tables (as one registered before 0.2) gets them at its first
+# delivery, and again after they were dropped.  The README's tutorial runs as it stands.
 use strict;
 use warnings;
 
@@ -471,6 +472,34 @@ note sprintf 'member down and back: %.1f s', time - $t0;
 	  for qw(a m);
 	is(limits_on('c'), 'limits=' . state_version() . ':{"rps": 800}', 'newer on the member: member c takes the new value');
 	check_logs('at the end', qw(a c m s));
+}
+
+# --- a shard without the shard-side tables (registered before 0.2) gets them -------
+
+{
+	$pga->safe_psql('postgres', 'CREATE DATABASE d');
+	$front->safe_psql('postgres', qq{
+		CREATE SERVER d FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pga, dbname => 'd') ]});
+		CREATE USER MAPPING FOR PUBLIC SERVER d OPTIONS (user 'postgres');
+		SELECT collegedb.add_shard('d');});
+	$pga->safe_psql('d', 'DROP TABLE collegedb_topology, collegedb_topology_state');
+	my $off = -s $front->logfile;
+	$front->safe_psql('postgres', q{
+		SELECT collegedb.topology_update('g2', '[{"id": "d", "state": "active"}]', '{"limits": 1}')});
+	is($front->safe_psql('postgres', q{SELECT collegedb.topology_wait('g2', '60 s')}), 't',
+		'old shard: the delivery is done');
+	unlike(slurp_file($front->logfile, $off), qr/could not deliver topology to shard "d"/,
+		'old shard: at the first attempt');
+	is(held('d', 'g2'), 'limits=' . $front->safe_psql('postgres',
+			q{SELECT state_version FROM collegedb.topology_group WHERE name = 'g2'}) . ':1',
+		'old shard: the coordinator created the tables and delivered');
+	# dropped again behind the coordinator's back: it fails once, then creates them again
+	$pga->safe_psql('d', 'DROP TABLE collegedb_topology, collegedb_topology_state');
+	$front->safe_psql('postgres', q{SELECT collegedb.topology_update('g2', states => '{"limits": 2}')});
+	is($front->safe_psql('postgres', q{SELECT collegedb.topology_wait('g2', '60 s')}), 't',
+		'tables dropped: the delivery is done');
+	like(held('d', 'g2'), qr/^limits=\d+:2$/, 'tables dropped: the coordinator created them again');
+	$front->safe_psql('postgres', q{SELECT collegedb.topology_delete('g2')});
 }
 
 # --- routing within the group ------------------------------------------------------
