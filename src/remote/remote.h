@@ -24,6 +24,7 @@
 typedef struct CdConnection CdConnection;
 
 extern CdConnection *ConnectionGet(const CdShard *shard);
+extern bool ConnectionIsOpen(const CdShard *shard);
 extern bool ConnectionDisconnect(const char *shard);
 extern int	ConnectionDisconnectAll(void);
 

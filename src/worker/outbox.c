@@ -13,9 +13,11 @@
  * (remote/fanout.c): every member at once, each on its own connection, each
  * statement in the shard's autocommit, at most collegedb.topology_timeout
  * long.  A member's sequence goes on as soon as its previous statement
- * ended, so a member that hangs holds up no other member's deliveries;
- * members that failed before start last, so that their connection attempts
- * come after everyone else's statements are on the wire.
+ * ended, so a member that hangs holds up no other member's deliveries.
+ * Connecting is not asynchronous, so the members whose connection is open
+ * go first, then those that never failed, and those that failed before
+ * last: a member that stopped answering is connected to after everyone
+ * else's statements are on the wire.
  *
  * The adapters' statements (topology_publish, topology_put_state) write a
  * row only when its version is newer than the one the shard holds, in one
@@ -85,6 +87,7 @@ typedef struct Member
 	int			attempts;		/* the most any of its rows has had */
 	List	   *deliveries;		/* of Delivery *, in order */
 	const CdShard *shard;		/* NULL: not registered, or no server */
+	bool		connected;		/* its connection is open */
 	int			nddl;			/* shard-side DDL statements to run first */
 	int			step;			/* the statement sent last; -1 before */
 	char	   *error;			/* why it failed */
@@ -215,7 +218,7 @@ load_due(MemoryContext context, long *next_ms)
 
 /*
  * members_of groups a pass's deliveries (ordered by owner and member) into
- * members: by owner, then those that never failed, then by name.
+ * members.
  */
 static List *
 members_of(List *rows)
@@ -242,14 +245,18 @@ members_of(List *rows)
 	return members;
 }
 
+/*
+ * start_order sorts one owner's members as they are started: those with an
+ * open connection, those that never failed, then by name.
+ */
 static int
-member_order(const ListCell *a, const ListCell *b)
+start_order(const ListCell *a, const ListCell *b)
 {
 	const Member *x = lfirst(a);
 	const Member *y = lfirst(b);
 
-	if (x->owner != y->owner)
-		return x->owner < y->owner ? -1 : 1;
+	if (x->connected != y->connected)
+		return x->connected ? -1 : 1;
 	if ((x->attempts > 0) != (y->attempts > 0))
 		return x->attempts > 0 ? 1 : -1;
 	return strcmp(x->name, y->name);
@@ -327,6 +334,7 @@ deliver(List *members, MemoryContext context)
 {
 	CdFanoutShard *shards = MemoryContextAllocZero(context, sizeof(CdFanoutShard) *
 												   Max(list_length(members), 1));
+	List	   *reachable = NIL;
 	int			n = 0;
 	int			nest;
 	ListCell   *lc;
@@ -350,10 +358,18 @@ deliver(List *members, MemoryContext context)
 		copy = palloc(sizeof(CdShard));
 		*copy = *shard;
 		m->shard = copy;
+		m->connected = ConnectionIsOpen(copy);
 		if (!is_ensured(copy->serverid))
 			for (const char *const *ddl = AdapterForDialect(copy->dialect)->topology_ddl; *ddl; ddl++)
 				m->nddl++;
-		shards[n].shard = copy;
+		reachable = lappend(reachable, m);
+	}
+	list_sort(reachable, start_order);
+	foreach(lc, reachable)
+	{
+		Member	   *m = lfirst(lc);
+
+		shards[n].shard = m->shard;
 		shards[n].next = member_next;
 		shards[n].arg = m;
 		(void) member_advance(m, &shards[n]);
@@ -537,7 +553,6 @@ OutboxDeliver(void)
 		WorkerCommit();
 		MemoryContextSwitchTo(context);
 		members = members_of(rows);
-		list_sort(members, member_order);
 		while (members != NIL)
 		{
 			Oid			owner = ((Member *) linitial(members))->owner;
