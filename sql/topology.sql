@@ -229,6 +229,32 @@ SELECT collegedb.drop_shard('t_d');
 SELECT count(*) AS to_t_d FROM collegedb.topology_outbox WHERE member = 't_d';
 SELECT collegedb.topology_wait(g, '60 s') AS delivered FROM unnest(ARRAY['tenant-1', 'tenant-3', 'tenant-4']) AS g;
 
+-- 11. Who may do what: an administrator writes (and its role delivers what it
+-- staged), an application routes and reads
+CREATE ROLE regress_topo_admin;
+CREATE ROLE regress_topo_app;
+SELECT collegedb.grant_admin('regress_topo_admin'), collegedb.grant_routing('regress_topo_app');
+SET ROLE regress_topo_admin;
+SELECT collegedb.topology_update('tenant-5', '[{"id": "t_c", "state": "active"}]', '{"limits": 7}');
+SELECT count(*) AS admin_reads_outbox FROM collegedb.topology_outbox WHERE group_name = 'tenant-5';
+SELECT try($$SELECT collegedb.topology_snapshot('tenant-5')$$);
+RESET ROLE;
+SELECT DISTINCT owner FROM collegedb.topology_delivery WHERE group_name = 'tenant-5';
+SET ROLE regress_topo_app;
+SELECT collegedb.topology_snapshot('tenant-5') - 'coordinator' AS app_reads;
+SELECT collegedb.topology_shard_for_key('tenant-5', 'k') AS app_routes;
+SELECT * FROM collegedb.topology_members('tenant-5');
+SELECT try($$SELECT collegedb.topology_update('tenant-5', states => '{"limits": 8}')$$);
+SELECT try($$SELECT collegedb.topology_delete('tenant-5')$$);
+SELECT try($$SELECT count(*) FROM collegedb.topology_outbox$$);
+RESET ROLE;
+SELECT collegedb.topology_wait('tenant-5', '60 s') AS delivered_as_admin;
+SELECT * FROM states('t_c') WHERE group_name = 'tenant-5';
+SELECT collegedb.topology_delete('tenant-5');
+SELECT collegedb.revoke_admin('regress_topo_admin'), collegedb.revoke_routing('regress_topo_app');
+DROP ROLE regress_topo_admin;
+DROP ROLE regress_topo_app;
+
 DROP FUNCTION outbox(text);
 DROP FUNCTION published(text);
 DROP FUNCTION states(text);
