@@ -14,10 +14,13 @@
  * statement in the shard's autocommit, at most collegedb.topology_timeout
  * long.  A member's sequence goes on as soon as its previous statement
  * ended, so a member that hangs holds up no other member's deliveries.
- * Connecting is not asynchronous, so the members whose connection is open
- * go first, then those that never failed, and those that failed before
- * last: a member that stopped answering is connected to after everyone
- * else's statements are on the wire.
+ * Connecting is not asynchronous, nor is a statement on an SQLite file
+ * (it runs in this process), so members start in this order: those whose
+ * statements are sent without waiting (PostgreSQL, MySQL) and whose
+ * connection is open, then those that never failed, those that failed
+ * before, and the SQLite files last: a member that stopped answering is
+ * connected to, and a file's lock waited for, after everyone else's first
+ * statement is on the wire.
  *
  * The adapters' statements (topology_publish, topology_put_state) write a
  * row only when its version is newer than the one the shard holds, in one
@@ -88,6 +91,7 @@ typedef struct Member
 	List	   *deliveries;		/* of Delivery *, in order */
 	const CdShard *shard;		/* NULL: not registered, or no server */
 	bool		connected;		/* its connection is open */
+	bool		synchronous;	/* its statements run in this process */
 	int			nddl;			/* shard-side DDL statements to run first */
 	int			step;			/* the statement sent last; -1 before */
 	char	   *error;			/* why it failed */
@@ -246,8 +250,8 @@ members_of(List *rows)
 }
 
 /*
- * start_order sorts one owner's members as they are started: those with an
- * open connection, those that never failed, then by name.
+ * start_order sorts one owner's members as they are started (see the
+ * file's header).
  */
 static int
 start_order(const ListCell *a, const ListCell *b)
@@ -255,6 +259,8 @@ start_order(const ListCell *a, const ListCell *b)
 	const Member *x = lfirst(a);
 	const Member *y = lfirst(b);
 
+	if (x->synchronous != y->synchronous)
+		return x->synchronous ? 1 : -1;
 	if (x->connected != y->connected)
 		return x->connected ? -1 : 1;
 	if ((x->attempts > 0) != (y->attempts > 0))
@@ -359,6 +365,7 @@ deliver(List *members, MemoryContext context)
 		*copy = *shard;
 		m->shard = copy;
 		m->connected = ConnectionIsOpen(copy);
+		m->synchronous = AdapterForDialect(copy->dialect)->send == NULL;
 		if (!is_ensured(copy->serverid))
 			for (const char *const *ddl = AdapterForDialect(copy->dialect)->topology_ddl; *ddl; ddl++)
 				m->nddl++;
