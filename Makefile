@@ -15,20 +15,33 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/adapters/common.o \
+	src/adapters/registry.o \
 	src/adapters/lexer.o \
 	src/adapters/pg.o \
+	src/adapters/pg_connect.o \
+	src/adapters/pg_options.o \
 	src/adapters/sqlite.o \
+	src/adapters/sqlite_connect.o \
+	src/adapters/sqlite_errors.o \
+	src/adapters/sqlite_options.o \
+	src/adapters/sqlite_values.o \
 	src/adapters/sqlite_sandbox.o \
 	src/adapters/mysql.o \
+	src/adapters/mysql_connect.o \
+	src/adapters/mysql_errors.o \
 	src/adapters/mysql_options.o \
 	src/adapters/mysql_values.o \
 	src/remote/connection.o \
 	src/remote/values.o \
+	src/remote/errors.o \
 	src/remote/execute.o \
 	src/remote/fanout.o \
+	src/remote/tombstones.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \
+	src/catalog/invalidate.o \
+	src/catalog/journal.o \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/tables.o \
@@ -38,8 +51,10 @@ OBJS = \
 	src/placement/strategy.o \
 	src/router/allocate.o \
 	src/router/computed.o \
+	src/router/locate.o \
 	src/router/routed.o \
 	src/router/router.o \
+	src/fdw/deparse.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \
 	src/fdw/fdw_plan.o \
@@ -59,7 +74,8 @@ OBJS = \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
 	src/worker/moves.o \
-	src/worker/outbox.o
+	src/worker/outbox.o \
+	src/worker/unit.o
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
 SHLIB_LINK_INTERNAL = $(libpq)
@@ -77,6 +93,5 @@ HEADERS = $(wildcard src/*.h src/*/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # mysql.h clashes with PostgreSQL's headers: only the MySQL adapter's files see it.
-src/adapters/mysql.o src/adapters/mysql.bc \
-src/adapters/mysql_options.o src/adapters/mysql_options.bc \
-src/adapters/mysql_values.o src/adapters/mysql_values.bc: override CPPFLAGS += $(shell mariadb_config --include)
+MYSQL_OBJS = $(filter src/adapters/mysql%.o,$(OBJS))
+$(MYSQL_OBJS) $(MYSQL_OBJS:.o=.bc): override CPPFLAGS += $(shell mariadb_config --include)

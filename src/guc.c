@@ -18,17 +18,23 @@
 #include "cd_errcodes.h"
 #include "collegedb.h"
 #include "placement/regions.h"
-#include "worker/worker.h"
 
 bool		CollegeAllowMultiShardModify = false;
 bool		CollegeBestEffort = false;
 int			CollegeCleanupTimeout = 30000;
+char	   *CollegeWorkerDatabase = NULL;
 bool		CollegeDebug = false;
-int			CollegeMaxShards = 256;
-char	   *CollegeTargetRegion = NULL;
 int			CollegeFanoutConcurrency = 8;
-int			CollegeFanoutTimeout = 10000;
 bool		CollegeFanoutPartial = false;
+int			CollegeFanoutTimeout = 10000;
+int			CollegeMaxShards = 256;
+int			CollegeMoveLease = 30;
+int			CollegeMoveMaxAttempts = 8;
+char	   *CollegeTargetRegion = NULL;
+char	   *CollegeTestPauseAfterDelivery = NULL;
+char	   *CollegeTestPauseAfterStep = NULL;
+char	   *CollegeTestPauseInStep = NULL;
+int			CollegeTopologyTimeout = 10000;
 
 /*
  * check_target_region accepts an empty value or one of the region codes;

@@ -13,10 +13,12 @@
 #include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
+#include "catalog/shards.h"
 #include "catalog/tables.h"
 #include "collegedb.h"
+#include "remote/remote.h"
 #include "router/router.h"
-#include "worker/worker.h"
+#include "worker/launcher.h"
 
 PG_MODULE_MAGIC;
 
@@ -39,5 +41,5 @@ _PG_init(void)
 	EpochInit();
 	TablesInit();
 	RouterInit();
-	WorkerInit();
+	LauncherInit();
 }

@@ -5,8 +5,10 @@
  *	  backend, and the check that collegedb was preloaded.
  *
  * It also holds the round-robin strategy's counters, one per database, so
- * that new keys split exactly across every backend of the front, and the
- * launcher's table of coordinators (worker/launcher.c owns its layout).
+ * that new keys split exactly across every backend of the front.  Other
+ * subsystems (the launcher's table of coordinators) register their own
+ * Size/Init pair and LWLock tranche with ShmemRegister while preloading:
+ * this file serves every layer and calls none.
  *
  * Shared memory exists only when collegedb is in shared_preload_libraries.
  * Everything that needs it calls EnsurePreloaded() first, which fails with
@@ -27,8 +29,6 @@
 #include "utils/memutils.h"
 
 #include "collegedb.h"
-#include "shmem.h"
-#include "worker/worker.h"
 
 typedef struct ShardActivityEntry
 {
@@ -59,6 +59,19 @@ typedef struct CollegeSharedState
 	RoundRobinSlot round_robin[ROUND_ROBIN_SLOTS];
 } CollegeSharedState;
 
+/* a subsystem's part of shared memory (ShmemRegister) */
+typedef struct ShmemPart
+{
+	const char *tranche;		/* its LWLock tranche of one lock, or NULL */
+	Size		(*size) (void);
+	void		(*init) (void);
+} ShmemPart;
+
+#define MAX_SHMEM_PARTS 4
+
+static ShmemPart parts[MAX_SHMEM_PARTS];
+static int	nparts = 0;
+
 static bool preloaded = false;
 static CollegeSharedState *shared_state = NULL;
 static HTAB *shared_activity = NULL;
@@ -87,12 +100,32 @@ ShmemInit(void)
 	shmem_startup_hook = collegedb_shmem_startup;
 }
 
+/*
+ * ShmemRegister adds a subsystem's part of shared memory: 'size' says how
+ * much it needs, 'init' creates or attaches to it (holding
+ * AddinShmemInitLock), 'tranche' (or NULL) names an LWLock tranche of one
+ * lock it gets.  Only while preloading, before the hooks run.
+ */
+void
+ShmemRegister(const char *tranche, Size (*size) (void), void (*init) (void))
+{
+	if (nparts >= MAX_SHMEM_PARTS)
+		elog(ERROR, "too many collegedb shared memory parts");
+	parts[nparts].tranche = tranche;
+	parts[nparts].size = size;
+	parts[nparts].init = init;
+	nparts++;
+}
+
 static Size
 shared_size(void)
 {
-	return add_size(add_size(MAXALIGN(sizeof(CollegeSharedState)),
-							 hash_estimate_size(CollegeMaxShards, sizeof(ShardActivityEntry))),
-					LauncherShmemSize());
+	Size		size = add_size(MAXALIGN(sizeof(CollegeSharedState)),
+								hash_estimate_size(CollegeMaxShards, sizeof(ShardActivityEntry)));
+
+	for (int i = 0; i < nparts; i++)
+		size = add_size(size, parts[i].size());
+	return size;
 }
 
 static void
@@ -102,7 +135,9 @@ collegedb_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(shared_size());
 	RequestNamedLWLockTranche("collegedb", 1);
-	RequestNamedLWLockTranche("collegedb launcher", 1);
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].tranche)
+			RequestNamedLWLockTranche(parts[i].tranche, 1);
 }
 
 /*
@@ -135,7 +170,8 @@ collegedb_shmem_startup(void)
 	shared_activity = ShmemInitHash("collegedb shard activity",
 									CollegeMaxShards, CollegeMaxShards,
 									&ctl, HASH_ELEM | HASH_STRINGS);
-	LauncherShmemInit();
+	for (int i = 0; i < nparts; i++)
+		parts[i].init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

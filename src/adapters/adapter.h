@@ -7,6 +7,14 @@
  * SQLite files, MySQL/MariaDB over libmariadb): connect, run one statement
  * with parameters while streaming the result rows to a sink, cancel, close,
  * and map the client library's errors to SQLSTATE + message + detail + hint.
+ * It also declares everything else that differs between dialects, so that
+ * nothing outside src/adapters/ ever asks which dialect a shard speaks: its
+ * capabilities, its lexical rules (placeholders, literals, identifiers,
+ * comments, which statements read), its option keywords for servers and
+ * user mappings, the objects it needs on a shard, its guard, lock, size and
+ * key-comparison SQL, and how it quotes identifiers.  The registry
+ * (registry.c) lists the adapters; a new dialect is one more adapter and
+ * one more line there (see src/README.md, "Adding a dialect").
  *
  * Adapters do not raise errors for remote failures: they fill a
  * CdRemoteError and return false, so that the remote layer (src/remote/)
@@ -28,14 +36,38 @@
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 
-typedef enum CdDialect
-{
-	CD_DIALECT_POSTGRES = 0,
-	CD_DIALECT_SQLITE,
-	CD_DIALECT_MYSQL
-} CdDialect;
+/*
+ * A dialect is its adapter's position in the registry (registry.c), from 0
+ * to AdapterCount() - 1; arrays kept per dialect (statement texts deparsed
+ * for each) have room for CD_MAX_DIALECTS.
+ */
+typedef int CdDialect;
 
-#define CD_DIALECT_COUNT 3
+#define CD_MAX_DIALECTS 8
+
+/* an adapter's lexical rules (adapters/lexer.h) */
+typedef struct CdLexerRules CdLexerRules;
+
+/*
+ * CdCapabilities is what a dialect can do, which the layers above ask
+ * instead of naming dialects.
+ */
+typedef struct CdCapabilities
+{
+	bool		transactions;	/* BEGIN/COMMIT/ROLLBACK: statements of a front
+								 * transaction join one remote transaction */
+	bool		savepoints;		/* SAVEPOINT: the front's subtransactions too */
+	bool		returning;		/* UPDATE and DELETE ... RETURNING */
+	bool		two_phase;		/* PREPARE TRANSACTION or XA (not used yet) */
+	bool		pipelining;		/* setup commands, a guard and the statement
+								 * travel in one round trip (guard_setup) */
+	bool		schemas;		/* table names may be schema-qualified */
+	bool		login;			/* connects as a user: a user mapping is
+								 * needed, and the password rule applies */
+	bool		server_files;	/* server options name files on the front's
+								 * host (only superusers and
+								 * pg_write_server_files members may) */
+} CdCapabilities;
 
 /*
  * CdValueKind classifies a parameter or result value in a dialect-neutral
@@ -139,8 +171,8 @@ typedef struct CdConnOption
 } CdConnOption;
 
 /*
- * CdStatementShape is what an adapter's lexer tells about a statement
- * (CdAdapter.scan), by its dialect's lexical rules.
+ * CdStatementShape is what the lexer tells about a statement by a dialect's
+ * lexical rules (AdapterScan, CdAdapter.lexer).
  */
 typedef struct CdStatementShape
 {
@@ -222,9 +254,16 @@ typedef struct CdConnInfo
  *			 adapter without them (NULL: SQLite, which is local) is run with
  *			 exec while the others are in flight.
  * close:	 close the connection and free the handle (NULL is a no-op).
+ * name:	 the value of the server option 'dialect'; 'aliases' (NULL
+ *			 terminated, or NULL) are accepted for it too.  display_name
+ *			 and a_name name the dialect in messages ("MySQL", "a MySQL").
+ * caps:	 what the dialect can do (CdCapabilities).
  * option_ok: whether 'keyword' is a valid option of this dialect for the
  *			 catalog 'catalog' (ForeignServerRelationId or
- *			 UserMappingRelationId).
+ *			 UserMappingRelationId).  A user mapping does not know its
+ *			 server's dialect when it is validated: it may take what any
+ *			 adapter takes there (AdapterUserMappingOptionOk), and each
+ *			 adapter ignores at connect time what it does not use.
  * check_options: semantic checks on an option list (List of DefElem, the
  *			 'dialect' option already removed) at CREATE/ALTER SERVER or USER
  *			 MAPPING time: required options, values.  ereports on failure
@@ -238,9 +277,10 @@ typedef struct CdConnInfo
  *			 statements that commit the open transaction on this dialect
  *			 (MySQL's DDL), or NULL.  They run outside any remote
  *			 transaction and are refused inside one.
- * scan:	 classify a statement by the dialect's own lexical rules (see
- *			 CdStatementShape): placeholders, emptiness, the first word, and
- *			 whether it is provably a read.
+ * lexer:	 the dialect's lexical rules (adapters/lexer.h), by which
+ *			 AdapterScan classifies a statement (see CdStatementShape):
+ *			 placeholders, emptiness, the first word, and whether it is
+ *			 provably a read.
  * max_params: the most parameters one statement may have here.
  * max_key_length: the longest key (in characters) the shard's tombstone
  *			 table holds; 0: no limit.  Guarded writes and moves of longer
@@ -251,13 +291,16 @@ typedef struct CdConnInfo
  *			 PostgreSQL the guard function); each is idempotent.
  * sql_begin_write: how a remote transaction that starts with a write
  *			 begins (SQLite takes its write lock at once: BEGIN IMMEDIATE).
- * guard_setup: (PostgreSQL) a statement, with %s for the key as a quoted
- *			 literal, that takes the key's shared lock and fails with
- *			 SQLSTATE CD0M1 and the destination as detail when the key has
- *			 a tombstone; it travels in the statement's pipeline.
- * guard_query: (others) a query with $1 = the key that takes the key's
- *			 lock inside the transaction and returns moved_to when the key
- *			 has a tombstone; run before the statement.
+ * guard_setup: (a dialect with pipelining) a statement, with %s for the
+ *			 key as a quoted literal, that takes the key's shared lock and
+ *			 fails with SQLSTATE CD0M1 (ERRCODE_CD_GUARD_MOVED) and the
+ *			 destination as detail when the key has a tombstone; it travels
+ *			 in the statement's pipeline, inside guard_savepoint ..
+ *			 guard_release when a remote transaction is open already, so
+ *			 that guard_rollback_to can undo a guard that fired.
+ * guard_query: (the others) a query with $1 = the key that takes the
+ *			 key's lock inside the transaction and returns moved_to when
+ *			 the key has a tombstone; run before the statement.
  * lock_key_sql: a statement with $1 = the key that a mover runs in its
  *			 source transaction to take the key's lock exclusively, so that
  *			 guarded writers wait for the move to commit.
@@ -292,8 +335,11 @@ typedef enum CdPollResult
 
 typedef struct CdAdapter
 {
-	CdDialect	dialect;
 	const char *name;
+	const char *const *aliases;
+	const char *display_name;
+	const char *a_name;
+	CdCapabilities caps;
 
 	void	   *(*connect) (const CdConnInfo *info, CdRemoteError *err);
 	bool		(*exec) (void *conn, int nsetup, const char *const *setup,
@@ -321,7 +367,7 @@ typedef struct CdAdapter
 	const char *sql_rollback_to;	/* "ROLLBACK TO SAVEPOINT s%d" */
 	const char *const *implicit_commit;
 
-	CdStatementShape (*scan) (const char *sql);
+	const CdLexerRules *lexer;
 	int			max_params;
 	int			max_key_length;
 
@@ -329,6 +375,9 @@ typedef struct CdAdapter
 	const char *const *shard_ddl;
 	const char *sql_begin_write;
 	const char *guard_setup;
+	const char *guard_savepoint;
+	const char *guard_release;
+	const char *guard_rollback_to;
 	const char *guard_query;
 	const char *lock_key_sql;
 	const char *size_sql;
@@ -339,13 +388,17 @@ typedef struct CdAdapter
 	const char *topology_put_state;
 } CdAdapter;
 
-extern const CdAdapter CdPostgresAdapter;
-extern const CdAdapter CdSqliteAdapter;
-extern const CdAdapter CdMysqlAdapter;
-
+/* the registry (adapters/registry.c) */
+extern int	AdapterCount(void);
 extern const CdAdapter *AdapterForDialect(CdDialect dialect);
 extern bool AdapterParseDialect(const char *name, CdDialect *dialect);
 extern const char *AdapterDialectName(CdDialect dialect);
+extern char *AdapterDialectList(const char *conjunction);
+extern bool AdapterUserMappingOptionOk(const char *keyword);
+extern char *AdapterUserMappingOptions(const char *also);
+
+/* classification by the adapter's lexical rules (adapters/lexer.c) */
+extern CdStatementShape AdapterScan(const CdAdapter *adapter, const char *sql);
 
 /* helpers shared by adapters (adapters/common.c) */
 extern const char AdapterUpsertTopology[];
@@ -357,6 +410,10 @@ extern void AdapterRefuse(CdRemoteError *err, const char *sqlstate,
 						  const char *message, const char *detail);
 extern char *AdapterHexBytes(const char *data, int len);
 extern char *AdapterQuoteIdent(const char *ident, char quote);
+extern char *AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n);
+extern char *AdapterQualifiedName(const CdAdapter *adapter, const char *schema,
+								  const char *name);
+extern char *AdapterWordList(List *words, const char *conjunction);
 extern bool AdapterTooManyParams(int nparams, int max, const char *dialect,
 								 CdRemoteError *err);
 extern void AdapterDeliverRow(CdRowSink *sink, int ncols, const CdCell *cells,

@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * common.c
- *	  The dialect registry and the small helpers every adapter shares.
+ *	  The small helpers every adapter shares: errors, quoting, the
+ *	  deadlines of waits, row delivery.
  *
- * Nothing here talks to a shard; the adapters do.
+ * Nothing here talks to a shard; the adapters do.  The list of adapters
+ * is registry.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,12 +20,6 @@
 #include "adapters/adapter.h"
 #include "collegedb.h"
 
-static const CdAdapter *const adapters[CD_DIALECT_COUNT] = {
-	[CD_DIALECT_POSTGRES] = &CdPostgresAdapter,
-	[CD_DIALECT_SQLITE] = &CdSqliteAdapter,
-	[CD_DIALECT_MYSQL] = &CdMysqlAdapter,
-};
-
 /*
  * The "apply only if newer" writes of topology groups (see adapter.h) in
  * the INSERT ... ON CONFLICT form that PostgreSQL and SQLite share.
@@ -37,45 +33,6 @@ const char AdapterUpsertTopologyState[] =
 "INSERT INTO collegedb_topology_state AS t (group_name, channel, version, value) "
 "VALUES ($1, $2, $3, $4) ON CONFLICT (group_name, channel) DO UPDATE "
 "SET version = excluded.version, value = excluded.value WHERE excluded.version > t.version";
-
-/*
- * AdapterForDialect returns the operations table of a dialect.
- */
-const CdAdapter *
-AdapterForDialect(CdDialect dialect)
-{
-	if (dialect < 0 || dialect >= CD_DIALECT_COUNT)
-		elog(ERROR, "unknown collegedb dialect %d", (int) dialect);
-	return adapters[dialect];
-}
-
-/*
- * AdapterParseDialect maps a 'dialect' option value to its enum; false when
- * the name is not one of ours.  "mariadb" is accepted as a synonym of
- * "mysql".
- */
-bool
-AdapterParseDialect(const char *name, CdDialect *dialect)
-{
-	if (strcmp(name, "postgres") == 0)
-		*dialect = CD_DIALECT_POSTGRES;
-	else if (strcmp(name, "sqlite") == 0)
-		*dialect = CD_DIALECT_SQLITE;
-	else if (strcmp(name, "mysql") == 0 || strcmp(name, "mariadb") == 0)
-		*dialect = CD_DIALECT_MYSQL;
-	else
-		return false;
-	return true;
-}
-
-/*
- * AdapterDialectName returns the canonical name of a dialect.
- */
-const char *
-AdapterDialectName(CdDialect dialect)
-{
-	return AdapterForDialect(dialect)->name;
-}
 
 /*
  * AdapterSetError fills a CdRemoteError, copying every string into the
@@ -151,6 +108,51 @@ AdapterQuoteIdent(const char *ident, char quote)
 		appendStringInfoChar(&buf, *p);
 	}
 	appendStringInfoChar(&buf, quote);
+	return buf.data;
+}
+
+/*
+ * AdapterKeyMatch returns the adapter's byte-for-byte comparison of column
+ * 'column' (unquoted) with parameter $n (CdAdapter.key_match).
+ */
+char *
+AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n)
+{
+	return psprintf(adapter->key_match ? adapter->key_match : "%1$s = $%2$d",
+					adapter->quote_ident(column), n);
+}
+
+/*
+ * AdapterQualifiedName renders a table name for the adapter's dialect,
+ * qualified with 'schema' (may be NULL) where the dialect has schemas.
+ */
+char *
+AdapterQualifiedName(const CdAdapter *adapter, const char *schema, const char *name)
+{
+	if (schema && adapter->caps.schemas)
+		return psprintf("%s.%s", adapter->quote_ident(schema), adapter->quote_ident(name));
+	return adapter->quote_ident(name);
+}
+
+/*
+ * AdapterWordList joins words for a message, the last two with
+ * 'conjunction': "a", "a and b", "a, b and c".
+ */
+char *
+AdapterWordList(List *words, const char *conjunction)
+{
+	StringInfoData buf;
+	int			i = 0;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, words)
+	{
+		if (i > 0)
+			appendStringInfo(&buf, i == list_length(words) - 1 ? " %s " : ", ", conjunction);
+		appendStringInfoString(&buf, lfirst(lc));
+		i++;
+	}
 	return buf.data;
 }
 

@@ -6,8 +6,8 @@
  *	  gives it for its dialect.
  *
  * Callers write $1..$n in every dialect.  The SQLite and MySQL adapters
- * rewrite them into their own form with this scan, and every adapter
- * classifies its statements with it (CdAdapter.scan).  The lexer knows
+ * rewrite them into their own form with this scan, and every statement is
+ * classified with it by its adapter's rules (AdapterScan).  The lexer knows
  * string literals, quoted identifiers, comments, PostgreSQL's dollar
  * quotes and MySQL's executable comments (whose text the server runs, so
  * here it is code); it does not parse SQL.  A statement is a read only
@@ -319,4 +319,14 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 	if (write_word)
 		shape.read_only = false;
 	return shape;
+}
+
+/*
+ * AdapterScan classifies a statement by the lexical rules of 'adapter''s
+ * dialect (see CdStatementShape).
+ */
+CdStatementShape
+AdapterScan(const CdAdapter *adapter, const char *sql)
+{
+	return LexerScan(sql, adapter->lexer, NULL, NULL, NULL);
 }

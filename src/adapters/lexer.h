@@ -5,9 +5,10 @@
  *	  placeholders, emptiness, the first word and whether a statement only
  *	  reads, by the lexical rules each adapter gives it for its dialect.
  *
- * Only the adapters use it: each one classifies its own statements
- * (CdAdapter.scan), and the SQLite and MySQL adapters rewrite $n into their
- * own placeholders or literals with it.  The remote layer never lexes.
+ * Only the adapters use it: each one declares its rules (CdAdapter.lexer),
+ * by which AdapterScan classifies its statements, and the SQLite and MySQL
+ * adapters rewrite $n into their own placeholders or literals with it.
+ * The remote layer never lexes; it asks AdapterScan.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,7 +25,7 @@
  * CdLexerRules describes one dialect's lexical rules and its keywords.
  * The word lists are NULL-terminated, lower case.
  */
-typedef struct CdLexerRules
+struct CdLexerRules
 {
 	bool		nested_comments;	/* PostgreSQL nests block comments */
 	bool		dollar_quotes;	/* PostgreSQL $tag$ ... $tag$ */
@@ -41,7 +42,7 @@ typedef struct CdLexerRules
 	const char *const *write_words; /* any of these anywhere: a write */
 	const char *const *transaction_words;	/* first words of transaction
 											 * control */
-} CdLexerRules;
+};
 
 /*
  * LexerEmit appends the dialect's replacement for placeholder $n

@@ -2,8 +2,9 @@
  *
  * mysql_internal.h
  *	  What the MySQL adapter's files share: libmariadb's headers (included
- *	  here and nowhere else), the connection parameters, and the option and
- *	  value functions of mysql_options.c and mysql_values.c.
+ *	  here and nowhere else), the connection handle and its parameters, and
+ *	  the functions of mysql_connect.c, mysql_errors.c, mysql_options.c and
+ *	  mysql_values.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +13,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 
@@ -96,6 +98,56 @@ typedef struct CdMysqlParamState
 	const char *sqlstate;
 	char	   *message;
 } CdMysqlParamState;
+
+/* Where an asynchronous statement is (MysqlSend .. MysqlPoll) */
+typedef enum CdMysqlPhase
+{
+	CD_MYSQL_QUERY = 0,			/* running setup[index], then the statement */
+	CD_MYSQL_FETCH,				/* streaming the statement's rows */
+	CD_MYSQL_NEXT,				/* moving to a further result (a CALL's) */
+	CD_MYSQL_FETCH_EXTRA,		/* reading a further result set, to drop it */
+	CD_MYSQL_DONE
+} CdMysqlPhase;
+
+/* CdMysqlConn is the adapter's connection handle, malloc'd */
+typedef struct CdMysqlConn
+{
+	MYSQL	   *mysql;			/* owned by the client library */
+	CdMysqlParams params;
+
+	/* the statement in progress */
+	CdMysqlPhase phase;
+	bool		started;		/* the current _start call returned a wait */
+	int			wait;			/* what it waits for (MYSQL_WAIT_*) */
+	int			index;			/* which setup command, nsetup: the statement */
+	int			nsetup;
+	const char *const *setup;
+	char	   *statement;		/* with parameters as literals, in 'context' */
+	size_t		statement_len;
+	int64		rows;
+	bool		midway;			/* sent and not finished */
+
+	/* the result being streamed (mysql_use_result) */
+	MYSQL_RES  *res;
+	int			ncols;
+	MYSQL_FIELD *fields;
+	CdValueKind *kinds;
+	CdCell	   *cells;
+	char	   *bufs;			/* CD_MYSQL_INTBUF bytes per column */
+
+	MemoryContext context;		/* the statement's, reset by each send */
+	MemoryContext row_context;	/* reset after each row */
+} CdMysqlConn;
+
+/* mysql_connect.c */
+extern void *MysqlConnect(const CdConnInfo *info, CdRemoteError *err);
+extern void MysqlClose(void *handle);
+extern int	MysqlWait(MYSQL *m, int status, CdMysqlConn *kill, bool interruptible,
+					  TimestampTz deadline);
+extern void MysqlCancelQuery(CdMysqlConn *conn, int timeout_ms);
+
+/* mysql_errors.c */
+extern void MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard);
 
 /* mysql_options.c */
 extern bool MysqlOptionOk(const char *keyword, Oid catalog);

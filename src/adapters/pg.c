@@ -1,24 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * pg.c
- *	  The PostgreSQL shard adapter, on libpq.
+ *	  The PostgreSQL shard adapter, on libpq: its operations table, and
+ *	  running a statement.
  *
  * Statements go out with the extended protocol (PQsendQueryParams): one
  * round trip for a statement with parameters.  Transaction-control commands
- * that must precede a statement (BEGIN, SAVEPOINT) travel with it in one
- * pipeline, so joining a remote transaction costs no extra round trip.  A
- * send that fails midway leaves the pipeline in a state nothing can finish
- * (no Sync went out), so it counts as a lost connection.
- *
- * Every wait, from the connection's start-up and session set-up to the
- * last result, is on the socket and the process latch: query cancel,
- * termination and statement_timeout interrupt it, and the shard's query is
- * then cancelled.  Waits that cannot service interrupts (abort-time
- * cleanup, the cancel request itself) have a deadline
- * (collegedb.cleanup_timeout) and give up at once when a cancel or a
- * termination is pending.  libpq's PQcancel blocks without a bound, so a
- * cancel request goes over a short-lived second connection, without
- * blocking, as pg_cancel_backend() of the shard's backend.
+ * that must precede a statement (BEGIN, SAVEPOINT, the guard) travel with
+ * it in one pipeline, so joining a remote transaction costs no extra round
+ * trip.  A send that fails midway leaves the pipeline in a state nothing
+ * can finish (no Sync went out), so it counts as a lost connection.  An
+ * interrupt while a statement runs cancels the shard's query before the
+ * error goes on.
  *
  * Parameters are sent in text form, typed with their built-in type OID,
  * except plain text, which is sent untyped so that the shard infers its
@@ -28,57 +21,25 @@
  * result never sits whole in memory.  The statement runs as send + poll,
  * which fan-out drives for many shards at once and pg_exec drives for one.
  *
- * Under the password rule (see adapter.h) libpq is kept away from the
- * server's own credentials: no password file, no default client
- * certificate, no GSSAPI encryption with the server's tickets, and the
- * connection is refused unless the shard asked for the mapping's password.
- *
- * This file does not decide about transactions or retries: the remote
- * layer (src/remote/) does.
+ * Connecting, waiting and cancelling are in pg_connect.c, the options in
+ * pg_options.c.  This file does not decide about transactions or retries:
+ * the remote layer (src/remote/) does.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "catalog/pg_foreign_server.h"
+#include "access/transam.h"
 #include "catalog/pg_type.h"
-#include "catalog/pg_user_mapping.h"
-#include "commands/defrem.h"
 #include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
-#include "utils/timestamp.h"
 
-#include "libpq-fe.h"
-
-#include "adapters/adapter.h"
 #include "adapters/lexer.h"
+#include "adapters/pg_internal.h"
+#include "cd_errcodes.h"
 #include "collegedb.h"
-
-#define PG_DEFAULT_CONNECT_TIMEOUT_MS 10000
-
-/* the protocol's limit: the parameter count travels as a 16-bit integer */
-#define PG_MAX_PARAMS 65535
-
-/*
- * A path that can never exist (a file below /dev/null): libpq ignores a
- * password file or client certificate that is not there, silently.
- */
-#define PG_NOWHERE "/dev/null/collegedb-none"
-
-/* the session settings collegedb relies on, sent once per connection */
-#define PG_SESSION_SETUP \
-	"SET datestyle = ISO; SET intervalstyle = postgres; " \
-	"SET extra_float_digits = 3; SET standard_conforming_strings = on; " \
-	"SET timezone = 'UTC'"
-
-static const char *const server_only_excluded[] = {
-	"user", "password", "sslpassword", "client_encoding",
-	"fallback_application_name", "replication", "dialect", NULL
-};
 
 static const char *const pg_read_words[] = {
 	"select", "values", "table", "show", "explain", "with", NULL
@@ -99,432 +60,6 @@ static const CdLexerRules pg_lexer_rules = {
 	.write_words = pg_write_words,
 	.transaction_words = pg_transaction_words,
 };
-
-/*
- * pg_fill_error copies a failure out of libpq: from 'res' when given,
- * else from the connection.
- */
-static void
-pg_fill_error(PGconn *conn, const PGresult *res, CdRemoteError *err)
-{
-	bool		lost = PQstatus(conn) == CONNECTION_BAD;
-
-	if (res && PQresultStatus(res) == PGRES_FATAL_ERROR &&
-		PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) != NULL)
-	{
-		AdapterSetError(err, PQresultErrorField(res, PG_DIAG_SQLSTATE), lost,
-						PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),
-						PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL),
-						PQresultErrorField(res, PG_DIAG_MESSAGE_HINT));
-	}
-	else
-	{
-		char	   *msg = pstrdup(PQerrorMessage(conn));
-		size_t		len = strlen(msg);
-
-		while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
-			msg[--len] = '\0';
-		AdapterSetError(err, lost ? "08006" : "XX000", lost,
-						len ? msg : "unexpected libpq failure", NULL, NULL);
-	}
-}
-
-/*
- * pg_gave_up fills *err for a wait of the connection's start-up that
- * ended without an answer (see also AdapterSetGaveUp).
- */
-static void
-pg_gave_up(CdRemoteError *err)
-{
-	if (AdapterStopWaiting())
-		AdapterSetGaveUp(err, CD_EXEC_CLEANUP);
-	else
-		AdapterSetError(err, "08001", true, "timeout expired", NULL, NULL);
-}
-
-/*
- * pg_notice_receiver forwards a shard's warnings; notices go to the server
- * log at DEBUG1 (CREATE ... IF NOT EXISTS and the like are not news).
- */
-static void
-pg_notice_receiver(void *arg, const PGresult *res)
-{
-	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
-	const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	const char *shard = arg;
-
-	if (message == NULL)
-		return;
-	ereport(severity && strcmp(severity, "WARNING") == 0 ? WARNING : DEBUG1,
-			(errmsg_internal("%s", message),
-			 errcontext("shard \"%s\"", shard)));
-}
-
-/*
- * pg_wait waits until the socket is ready for 'events', the latch is set
- * or 'deadline' (0: none) passes.  'interruptible': services interrupts
- * (may throw); otherwise it never throws and refuses to wait once a cancel
- * or termination is pending.  False when the caller should give up: the
- * deadline passed, or (not interruptible) an interrupt is pending.
- */
-static bool
-pg_wait(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
-{
-	int			rc;
-
-	if ((!interruptible && AdapterStopWaiting()) || AdapterDeadlinePassed(deadline))
-		return false;
-	rc = WaitLatchOrSocket(MyLatch,
-						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events |
-						   (deadline ? WL_TIMEOUT : 0),
-						   PQsocket(conn), AdapterWaitTimeout(deadline),
-						   PG_WAIT_EXTENSION);
-	if (rc & WL_LATCH_SET)
-		ResetLatch(MyLatch);
-	if (interruptible)
-		CHECK_FOR_INTERRUPTS();
-	return true;
-}
-
-/*
- * pg_connect_poll drives a connection started with PQconnectStartParams
- * until it is up or failed: true when it is up.  *timed_out tells a wait
- * that gave up.
- */
-static bool
-pg_connect_poll(PGconn *conn, TimestampTz deadline, bool interruptible,
-				bool *timed_out)
-{
-	PostgresPollingStatusType poll = PGRES_POLLING_WRITING;
-
-	*timed_out = false;
-	while (PQstatus(conn) != CONNECTION_BAD && poll != PGRES_POLLING_OK &&
-		   poll != PGRES_POLLING_FAILED)
-	{
-		if (!pg_wait(conn, poll == PGRES_POLLING_READING ?
-					 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
-		{
-			*timed_out = true;
-			return false;
-		}
-		poll = PQconnectPoll(conn);
-	}
-	return poll == PGRES_POLLING_OK && PQstatus(conn) == CONNECTION_OK;
-}
-
-/*
- * pg_simple_query runs a parameterless command string (several commands
- * allowed) on a non-blocking connection and waits for all its results:
- * true when every command succeeded.  *err gets the first failure (left
- * alone when 'err' is NULL).
- */
-static bool
-pg_simple_query(PGconn *conn, const char *sql, TimestampTz deadline,
-				bool interruptible, CdRemoteError *err)
-{
-	bool		ok = true;
-
-	if (!PQsendQuery(conn, sql))
-	{
-		if (err)
-			pg_fill_error(conn, NULL, err);
-		return false;
-	}
-	for (;;)
-	{
-		int			flush = PQflush(conn);
-		PGresult   *res;
-
-		if (flush < 0 || (flush == 0 && !PQconsumeInput(conn)))
-		{
-			if (err)
-				pg_fill_error(conn, NULL, err);
-			return false;
-		}
-		if (flush > 0 || PQisBusy(conn))
-		{
-			if (!pg_wait(conn, flush > 0 ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
-						 deadline, interruptible))
-			{
-				if (err)
-					pg_gave_up(err);
-				return false;
-			}
-			continue;
-		}
-		res = PQgetResult(conn);
-		if (res == NULL)
-			return ok;
-		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
-			PQresultStatus(res) != PGRES_TUPLES_OK && ok)
-		{
-			if (err)
-				pg_fill_error(conn, res, err);
-			ok = false;
-		}
-		PQclear(res);
-	}
-}
-
-typedef struct PgHandle
-{
-	PGconn	   *conn;
-	char		shard[NAMEDATALEN];
-
-	/* the connection's keywords and values, malloc'd, for cancel requests */
-	char	  **keywords;
-	char	  **values;
-
-	/* the statement in progress (pg_send .. pg_poll) */
-	MemoryContext statement_context;	/* reset by each pg_send */
-	MemoryContext row_context;	/* reset after each row */
-	bool		pipeline;		/* setup commands went first */
-	int			queries;		/* setup commands + the statement */
-	int			current;		/* whose results come next */
-	bool		single_row;		/* single-row mode is on for the statement */
-	bool		columns_sent;
-	bool		failed;			/* err holds the first failure */
-	bool		is_commit;		/* the statement is the remote COMMIT */
-	int			ncols;
-	CdValueKind *kinds;
-	CdCell	   *cells;
-	unsigned char **unescaped;	/* PQunescapeBytea buffers of the row */
-	int64		rows;
-} PgHandle;
-
-/*
- * pg_free_handle closes the connection and frees the handle, wiping the
- * copy of the password.
- */
-static void
-pg_free_handle(PgHandle *handle)
-{
-	if (handle == NULL)
-		return;
-	if (handle->conn)
-		PQfinish(handle->conn);
-	if (handle->keywords)
-	{
-		for (int i = 0; handle->keywords[i]; i++)
-		{
-			if (handle->values[i] && strcmp(handle->keywords[i], "password") == 0)
-				explicit_bzero(handle->values[i], strlen(handle->values[i]));
-			free(handle->keywords[i]);
-			free(handle->values[i]);
-		}
-		free(handle->keywords);
-		free(handle->values);
-	}
-	if (handle->statement_context)
-		MemoryContextDelete(handle->statement_context);
-	free(handle);
-}
-
-/*
- * pg_keep_options copies the connection's keywords and values into the
- * handle (malloc'd), for the connections that send cancel requests; they
- * name themselves "collegedb cancel".  False when out of memory.
- */
-static bool
-pg_keep_options(PgHandle *handle, const char *const *keywords,
-				const char *const *values, int n)
-{
-	handle->keywords = calloc(n + 1, sizeof(char *));
-	handle->values = calloc(n + 1, sizeof(char *));
-	if (handle->keywords == NULL || handle->values == NULL)
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		const char *value = values[i];
-
-		if (strcmp(keywords[i], "fallback_application_name") == 0)
-			value = "collegedb cancel";
-		handle->keywords[i] = strdup(keywords[i]);
-		handle->values[i] = value ? strdup(value) : NULL;
-		if (handle->keywords[i] == NULL || (value && handle->values[i] == NULL))
-			return false;
-	}
-	return true;
-}
-
-/*
- * pg_connect opens a connection without ever blocking uninterruptibly
- * (start-up, authentication and the session set-up all wait on the latch,
- * under connect_timeout), then fixes the session settings collegedb relies
- * on: ISO dates, exact floats, standard strings, and UTC, the zone in
- * which collegedb exchanges zone-less timestamps with every dialect.
- *
- * Under the password rule the connection may use nothing of the server's
- * own: the password file and the default client certificate point
- * nowhere, GSSAPI encryption is off unless the server options ask for it,
- * and the shard must have asked for the mapping's password.
- */
-static void *
-pg_connect(const CdConnInfo *info, CdRemoteError *err)
-{
-	const char **keywords = palloc(sizeof(char *) * (info->noptions + 7));
-	const char **values = palloc(sizeof(char *) * (info->noptions + 7));
-	int			n = 0;
-	int			timeout_ms = PG_DEFAULT_CONNECT_TIMEOUT_MS;
-	bool		has_sslcert = false;
-	bool		has_sslkey = false;
-	bool		has_gssencmode = false;
-	TimestampTz deadline;
-	PgHandle   *handle;
-	PGconn	   *conn;
-	bool		up;
-	bool		timed_out = false;
-	bool		setup_ok = false;
-
-	for (int i = 0; i < info->noptions; i++)
-	{
-		const char *k = info->options[i].keyword;
-
-		/* under the rule the mapping's password is the only credential */
-		if (info->require_password && strcmp(k, "passfile") == 0)
-			continue;
-		keywords[n] = k;
-		values[n] = info->options[i].value;
-		if (strcmp(k, "connect_timeout") == 0)
-			timeout_ms = Max(atoi(values[n]), 1) * 1000;
-		has_sslcert |= strcmp(k, "sslcert") == 0;
-		has_sslkey |= strcmp(k, "sslkey") == 0;
-		has_gssencmode |= strcmp(k, "gssencmode") == 0;
-		n++;
-	}
-	keywords[n] = "fallback_application_name";
-	values[n++] = "collegedb";
-	keywords[n] = "client_encoding";
-	values[n++] = GetDatabaseEncodingName();
-	if (info->require_password)
-	{
-		keywords[n] = "passfile";
-		values[n++] = PG_NOWHERE;
-		if (!has_sslcert)
-		{
-			keywords[n] = "sslcert";
-			values[n++] = PG_NOWHERE;
-		}
-		if (!has_sslkey)
-		{
-			keywords[n] = "sslkey";
-			values[n++] = PG_NOWHERE;
-		}
-		if (!has_gssencmode)
-		{
-			keywords[n] = "gssencmode";
-			values[n++] = "disable";
-		}
-	}
-	keywords[n] = NULL;
-	values[n] = NULL;
-
-	handle = calloc(1, sizeof(PgHandle));
-	if (handle == NULL || !pg_keep_options(handle, keywords, values, n))
-	{
-		pg_free_handle(handle);
-		AdapterSetError(err, "53200", true, "out of memory", NULL, NULL);
-		return NULL;
-	}
-	strlcpy(handle->shard, info->shard, NAMEDATALEN);
-
-	conn = PQconnectStartParams(keywords, values, false);
-	if (conn == NULL)
-	{
-		pg_free_handle(handle);
-		AdapterSetError(err, "08001", true, "out of memory in libpq", NULL, NULL);
-		return NULL;
-	}
-	handle->conn = conn;
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-
-	PG_TRY();
-	{
-		up = pg_connect_poll(conn, deadline, true, &timed_out);
-		/* postgres_fdw's rule: see remote/connection.c */
-		if (up && info->require_password && !PQconnectionUsedPassword(conn))
-			up = false;
-		else if (up)
-		{
-			/* sends never block from here on: pg_poll flushes what is left */
-			PQsetNoticeReceiver(conn, pg_notice_receiver, handle->shard);
-			if (PQsetnonblocking(conn, 1) == 0)
-				setup_ok = pg_simple_query(conn, PG_SESSION_SETUP, deadline, true, err);
-			else
-				pg_fill_error(conn, NULL, err);
-		}
-	}
-	PG_CATCH();
-	{
-		pg_free_handle(handle);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	if (!up)
-	{
-		if (timed_out)
-			AdapterSetError(err, "08001", true, "timeout expired", NULL, NULL);
-		else if (PQstatus(conn) == CONNECTION_OK)
-			AdapterSetError(err, "2F003", true, "password is required",
-							"Non-superuser cannot connect if the server does not request a password.",
-							"Target server's authentication method must be changed or set the password_required=false in the user mapping attributes.");
-		else
-		{
-			pg_fill_error(conn, NULL, err);
-			memcpy(err->sqlstate, "08001", 6);
-		}
-		pg_free_handle(handle);
-		return NULL;
-	}
-	if (!setup_ok)
-	{
-		memcpy(err->sqlstate, "08001", 6);
-		err->connection_lost = true;
-		pg_free_handle(handle);
-		return NULL;
-	}
-	return handle;
-}
-
-static void
-pg_close(void *h)
-{
-	pg_free_handle((PgHandle *) h);
-}
-
-/*
- * pg_cancel asks the shard to cancel the running statement, within
- * 'timeout_ms' and without throwing.  libpq's PQcancel would block without
- * a bound on a shard host that stopped answering, so the request goes as
- * pg_cancel_backend() over a second connection with the same options,
- * driven without blocking; the shard allows it, since it comes from the
- * same role.
- */
-static void
-pg_cancel(void *h, int timeout_ms)
-{
-	PgHandle   *handle = h;
-	int			pid = PQbackendPID(handle->conn);
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   Max(timeout_ms, 1));
-	PGconn	   *c;
-	bool		timed_out;
-	char		sql[64];
-
-	if (pid == 0 || handle->keywords == NULL)
-		return;
-	c = PQconnectStartParams((const char *const *) handle->keywords,
-							 (const char *const *) handle->values, false);
-	if (c == NULL)
-		return;
-	if (pg_connect_poll(c, deadline, false, &timed_out) && PQsetnonblocking(c, 1) == 0)
-	{
-		snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_cancel_backend(%d)", pid);
-		(void) pg_simple_query(c, sql, deadline, false, NULL);
-	}
-	PQfinish(c);
-}
 
 static int
 pg_socket(void *h)
@@ -760,7 +295,7 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 		 * would end the pipeline: nothing can bring this connection back in
 		 * step (a ROLLBACK would wait forever), so it is lost.
 		 */
-		pg_fill_error(conn, NULL, err);
+		PgFillError(conn, NULL, err);
 		err->connection_lost = true;
 		if (strncmp(err->sqlstate, "08", 2) != 0)
 			memcpy(err->sqlstate, "08006", 6);
@@ -784,7 +319,7 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 
 	if (flush < 0 || !PQconsumeInput(conn))
 	{
-		pg_fill_error(conn, NULL, err);
+		PgFillError(conn, NULL, err);
 		err->connection_lost = true;
 		return CD_POLL_FAILED;
 	}
@@ -822,7 +357,7 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 		{
 			if (PQstatus(conn) == CONNECTION_BAD)
 			{
-				pg_fill_error(conn, NULL, err);
+				PgFillError(conn, NULL, err);
 				return CD_POLL_FAILED;
 			}
 			handle->current++;
@@ -858,7 +393,7 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 			}
 			else if ((st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) && !handle->failed)
 			{
-				pg_fill_error(conn, res, err);
+				PgFillError(conn, res, err);
 				handle->failed = true;
 			}
 		}
@@ -906,7 +441,7 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 		while ((result = pg_poll(h, sink, rows_affected, err)) == CD_POLL_READ ||
 			   result == CD_POLL_WRITE)
 		{
-			if (!pg_wait(handle->conn, result == CD_POLL_READ ?
+			if (!PgWait(handle->conn, result == CD_POLL_READ ?
 						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
 			{
 				AdapterSetGaveUp(err, flags);
@@ -919,92 +454,11 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 	{
 		if (PQstatus(handle->conn) == CONNECTION_OK &&
 			PQtransactionStatus(handle->conn) == PQTRANS_ACTIVE)
-			pg_cancel(h, CollegeCleanupTimeout);
+			PgCancel(h, CollegeCleanupTimeout);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	return result == CD_POLL_DONE;
-}
-
-/*
- * pg_scan classifies a statement by PostgreSQL's lexical rules.
- */
-static CdStatementShape
-pg_scan(const char *sql)
-{
-	return LexerScan(sql, &pg_lexer_rules, NULL, NULL, NULL);
-}
-
-/*
- * pg_option_ok accepts libpq's connection keywords on servers (but not the
- * credentials, which belong in user mappings, nor the ones collegedb
- * sets itself) and the credentials on user mappings.
- */
-static bool
-pg_option_ok(const char *keyword, Oid catalog)
-{
-	PQconninfoOption *defs;
-	bool		ok = false;
-
-	if (catalog == UserMappingRelationId)
-		return strcmp(keyword, "user") == 0 || strcmp(keyword, "password") == 0 ||
-			strcmp(keyword, "sslpassword") == 0;
-	if (catalog != ForeignServerRelationId)
-		return false;
-	for (int i = 0; server_only_excluded[i]; i++)
-		if (strcmp(keyword, server_only_excluded[i]) == 0)
-			return false;
-
-	defs = PQconndefaults();
-	if (defs == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	for (PQconninfoOption *o = defs; o->keyword; o++)
-	{
-		if (strcmp(o->keyword, keyword) == 0 && strchr(o->dispchar, 'D') == NULL)
-		{
-			ok = true;
-			break;
-		}
-	}
-	PQconninfoFree(defs);
-	return ok;
-}
-
-/*
- * pg_check_options checks what libpq would only find at connect time.
- */
-static void
-pg_check_options(List *options, Oid catalog)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *def = lfirst(lc);
-
-		if (strcmp(def->defname, "connect_timeout") == 0 ||
-			strcmp(def->defname, "port") == 0)
-		{
-			char	   *v = defGetString(def);
-			char	   *end;
-			long		n = strtol(v, &end, 10);
-
-			if (*v == '\0' || *end != '\0' || n < 0 || n > 65535)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value for option \"%s\": \"%s\"", def->defname, v)));
-		}
-	}
-}
-
-static char *
-pg_valid_options(Oid catalog)
-{
-	if (catalog == UserMappingRelationId)
-		return pstrdup("user, password, sslpassword");
-	return pstrdup("the libpq connection keywords (host, port, dbname, sslmode, connect_timeout, ...) except user, password and client_encoding");
 }
 
 /*
@@ -1019,8 +473,9 @@ pg_quote_ident(const char *ident)
 /*
  * What add_shard creates on a PostgreSQL shard: the tombstone table, and
  * collegedb_guard(key), which takes the key's shared advisory lock (a mover
- * takes it exclusively) and fails with SQLSTATE CD0M1, naming the
- * destination, when the key has moved away.
+ * takes it exclusively) and fails with SQLSTATE CD0M1
+ * (ERRCODE_CD_GUARD_MOVED), naming the destination, when the key has moved
+ * away.
  */
 static const char *const pg_shard_ddl[] = {
 	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
@@ -1034,7 +489,7 @@ static const char *const pg_shard_ddl[] = {
 	"  PERFORM pg_advisory_xact_lock_shared(hashtextextended('collegedb:' || k, 0));"
 	"  SELECT moved_to INTO dest FROM collegedb_tombstones WHERE shard_key = k LIMIT 1;"
 	"  IF dest IS NOT NULL THEN"
-	"   RAISE EXCEPTION 'key moved to shard %', dest USING ERRCODE = 'CD0M1', DETAIL = dest;"
+	"   RAISE EXCEPTION 'key moved to shard %', dest USING ERRCODE = '" CD_GUARD_MOVED_SQLSTATE "', DETAIL = dest;"
 	"  END IF;"
 	" END $cd$",
 	NULL
@@ -1054,19 +509,29 @@ static const char *const pg_topology_ddl[] = {
 };
 
 const CdAdapter CdPostgresAdapter = {
-	.dialect = CD_DIALECT_POSTGRES,
 	.name = "postgres",
-	.connect = pg_connect,
+	.display_name = "PostgreSQL",
+	.a_name = "a PostgreSQL",
+	.caps = {
+		.transactions = true,
+		.savepoints = true,
+		.returning = true,
+		.two_phase = true,
+		.pipelining = true,
+		.schemas = true,
+		.login = true,
+	},
+	.connect = PgConnect,
 	.exec = pg_exec,
 	.send = pg_send,
 	.poll = pg_poll,
 	.socket = pg_socket,
-	.cancel = pg_cancel,
-	.close = pg_close,
-	.option_ok = pg_option_ok,
-	.check_options = pg_check_options,
-	.valid_options = pg_valid_options,
-	.scan = pg_scan,
+	.cancel = PgCancel,
+	.close = PgClose,
+	.option_ok = PgOptionOk,
+	.check_options = PgCheckOptions,
+	.valid_options = PgValidOptions,
+	.lexer = &pg_lexer_rules,
 	.max_params = PG_MAX_PARAMS,
 	.max_key_length = 0,
 	.sql_begin = "BEGIN",
@@ -1079,6 +544,9 @@ const CdAdapter CdPostgresAdapter = {
 	.shard_ddl = pg_shard_ddl,
 	.sql_begin_write = "BEGIN",
 	.guard_setup = "SELECT collegedb_guard(%s)",
+	.guard_savepoint = "SAVEPOINT collegedb_guard",
+	.guard_release = "RELEASE SAVEPOINT collegedb_guard",
+	.guard_rollback_to = "ROLLBACK TO SAVEPOINT collegedb_guard",
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",

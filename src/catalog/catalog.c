@@ -10,8 +10,9 @@
  * trigger on each table (collegedb.invalidate_cache) queues a relcache
  * invalidation of the table when its rows change: every backend sees it at
  * its next statement, this one at its next command, and an aborted change
- * sends nothing.  The caches themselves live beside their readers
- * (shards.c, config.c, router/mapping_cache.c).
+ * sends nothing (the trigger is invalidate.c).  The caches themselves live
+ * beside their readers (shards.c, config.c, epochs.c, tables.c and the
+ * router's mapping cache, router/router.c).
  *
  * The tables belong to the role that created the extension, and nobody
  * else holds a privilege on them: roles granted collegedb's functions
@@ -22,7 +23,11 @@
  * statements name their tables with the schema; operators and functions
  * must not resolve to the caller's objects while the owner's rights are
  * in force).  Remote work never happens in between: shard connections
- * always use the calling role's user mapping.
+ * always use the calling role's user mapping.  CatalogExec is that one
+ * path: every SPI statement of collegedb's C code on its catalog goes
+ * through it, and the writes of each table are in that table's file of
+ * src/catalog/ (mappings.c, shards.c, tables.c, config.c, epochs.c,
+ * journal.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -31,8 +36,7 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "commands/trigger.h"
-#include "fmgr.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -41,11 +45,7 @@
 #include "utils/syscache.h"
 
 #include "catalog/catalog.h"
-#include "catalog/config.h"
 #include "collegedb.h"
-#include "worker/worker.h"
-
-PG_FUNCTION_INFO_V1(collegedb_invalidate_cache);
 
 static const char *const rel_names[CD_REL_COUNT] = {
 	[CD_REL_SHARD] = "shard",
@@ -58,6 +58,7 @@ static const char *const rel_names[CD_REL_COUNT] = {
 
 static Oid	rel_oids[CD_REL_COUNT];
 static Oid	catalog_owner = InvalidOid;
+static void (*first_use_hook) (void) = NULL;
 
 static void
 catalog_relcache_callback(Datum arg, Oid relid)
@@ -83,6 +84,18 @@ CatalogInit(void)
 }
 
 /*
+ * CatalogOnFirstUse sets what runs when a backend first finds collegedb's
+ * catalog in its database, and again after the catalog's OIDs were
+ * forgotten: the launcher wakes the database's coordinator.  The catalog
+ * knows nothing of workers; the layer above registers itself.
+ */
+void
+CatalogOnFirstUse(void (*hook) (void))
+{
+	first_use_hook = hook;
+}
+
+/*
  * CatalogRelid returns the OID of one of collegedb's catalog relations;
  * fails clearly when the extension is not installed in this database.
  */
@@ -99,9 +112,9 @@ CatalogRelid(CdCatalogRel rel)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("extension \"collegedb\" is not installed in this database"),
 					 errhint("Run CREATE EXTENSION collegedb.")));
-		/* the first use since the cache was reset: is the database served? */
-		if (!memcmp(rel_oids, (Oid[CD_REL_COUNT]) {0}, sizeof(rel_oids)))
-			LauncherNoticeDatabase();
+		/* the first use since the cache was reset (see CatalogOnFirstUse) */
+		if (!memcmp(rel_oids, (Oid[CD_REL_COUNT]) {0}, sizeof(rel_oids)) && first_use_hook)
+			first_use_hook();
 		rel_oids[rel] = relid;
 	}
 	return rel_oids[rel];
@@ -187,28 +200,101 @@ CatalogAccessEnd(const CdCatalogAccess *save)
 }
 
 /*
- * collegedb_invalidate_cache is the statement-level trigger on collegedb's
- * catalog tables: it queues a relcache invalidation of the table.
+ * catalog_exec runs a statement for CatalogExec and CatalogExecPlan: with
+ * 'plan' given, through the plan it caches there (prepared on first use,
+ * kept for the backend's life).
+ */
+static uint64
+catalog_exec(SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types,
+			 const Datum *values, const char *nulls, bool read_only,
+			 CdCatalogRows *rows)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	CdCatalogAccess access;
+	uint64		processed;
+	int			rc;
+
+	CatalogAccessBegin(&access);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (plan && *plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, (Oid *) types);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		*plan = p;
+	}
+	if (plan)
+		rc = SPI_execute_plan(*plan, (Datum *) values, nulls, read_only, 0);
+	else
+		rc = SPI_execute_with_args(sql, nargs, (Oid *) types, (Datum *) values, nulls,
+								   read_only, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute failed: %s", SPI_result_code_string(rc));
+	processed = SPI_processed;
+	if (rows)
+	{
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		rows->count = SPI_tuptable ? processed : 0;
+		rows->desc = SPI_tuptable ? CreateTupleDescCopy(SPI_tuptable->tupdesc) : NULL;
+		rows->rows = palloc(sizeof(HeapTuple) * Max(rows->count, 1));
+		for (uint64 i = 0; i < rows->count; i++)
+			rows->rows[i] = heap_copytuple(SPI_tuptable->vals[i]);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	CatalogAccessEnd(&access);
+	return processed;
+}
+
+/*
+ * CatalogExec runs one SQL statement on collegedb's catalog, with
+ * arguments, the catalog owner's rights and a search_path of pg_catalog
+ * (see the file header), in its own SPI connection, and returns the number
+ * of rows it processed.  'read_only' runs it on the current snapshot (a
+ * read that must agree with the caller's); otherwise it takes a new
+ * snapshot, as any statement of the caller would.  With 'rows' given, the
+ * result's rows are copied into the caller's memory context (read them
+ * with CatalogText and CatalogValue).
+ */
+uint64
+CatalogExec(const char *sql, int nargs, const Oid *types, const Datum *values,
+			const char *nulls, bool read_only, CdCatalogRows *rows)
+{
+	return catalog_exec(NULL, sql, nargs, types, values, nulls, read_only, rows);
+}
+
+/*
+ * CatalogExecPlan is CatalogExec through a plan prepared once per backend
+ * and cached in *plan, for a statement on a path that runs often.
+ */
+uint64
+CatalogExecPlan(SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types,
+				const Datum *values, const char *nulls, bool read_only,
+				CdCatalogRows *rows)
+{
+	return catalog_exec(plan, sql, nargs, types, values, nulls, read_only, rows);
+}
+
+/*
+ * CatalogText returns column 'col' (1-based) of row 'row' as text, in the
+ * current memory context; NULL for a null.
+ */
+char *
+CatalogText(const CdCatalogRows *rows, uint64 row, int col)
+{
+	return SPI_getvalue(rows->rows[row], rows->desc, col);
+}
+
+/*
+ * CatalogValue returns column 'col' (1-based) of row 'row'; it points into
+ * the copied row.
  */
 Datum
-collegedb_invalidate_cache(PG_FUNCTION_ARGS)
+CatalogValue(const CdCatalogRows *rows, uint64 row, int col, bool *isnull)
 {
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("collegedb.invalidate_cache() must be called as a trigger")));
-
-	/*
-	 * With the argument 'computed', only under computed placement: there the
-	 * router caches the absence of an exception, so a new mapping row
-	 * matters; under KV placement nobody caches absences.
-	 */
-	if (trigdata->tg_trigger->tgnargs > 0 &&
-		strcmp(trigdata->tg_trigger->tgargs[0], "computed") == 0 &&
-		!ConfigGet()->computed)
-		return PointerGetDatum(NULL);
-	CacheInvalidateRelcache(trigdata->tg_relation);
-	return PointerGetDatum(NULL);
+	return SPI_getbinval(rows->rows[row], rows->desc, col, isnull);
 }

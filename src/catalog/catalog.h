@@ -2,7 +2,8 @@
  *
  * catalog.h
  *	  The OIDs of collegedb's catalog tables, cached, the snapshot its
- *	  readers use, and the owner's rights its SPI statements run with.
+ *	  readers use, and the one path of its SPI statements (CatalogExec),
+ *	  with the owner's rights.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +12,9 @@
 
 #include "postgres.h"
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "executor/spi.h"
 #include "utils/snapshot.h"
 
 typedef enum CdCatalogRel
@@ -25,6 +29,7 @@ typedef enum CdCatalogRel
 } CdCatalogRel;
 
 extern void CatalogInit(void);
+extern void CatalogOnFirstUse(void (*hook) (void));
 extern Oid	CatalogRelid(CdCatalogRel rel);
 extern bool CatalogRelidIs(CdCatalogRel rel, Oid relid);
 extern Snapshot CatalogReadSnapshot(void);
@@ -44,5 +49,30 @@ typedef struct CdCatalogAccess
 extern Oid	CatalogOwner(void);
 extern void CatalogAccessBegin(CdCatalogAccess *save);
 extern void CatalogAccessEnd(const CdCatalogAccess *save);
+
+/* the rows of a CatalogExec, copied into the caller's memory context */
+typedef struct CdCatalogRows
+{
+	uint64		count;
+	TupleDesc	desc;
+	HeapTuple  *rows;
+} CdCatalogRows;
+
+extern uint64 CatalogExec(const char *sql, int nargs, const Oid *types, const Datum *values,
+						  const char *nulls, bool read_only, CdCatalogRows *rows);
+extern uint64 CatalogExecPlan(SPIPlanPtr *plan, const char *sql, int nargs,
+							  const Oid *types, const Datum *values, const char *nulls,
+							  bool read_only, CdCatalogRows *rows);
+extern char *CatalogText(const CdCatalogRows *rows, uint64 row, int col);
+extern Datum CatalogValue(const CdCatalogRows *rows, uint64 row, int col, bool *isnull);
+
+/*
+ * CATALOG_RETRY_DELAY is SQL for how long a unit of work that failed n
+ * times waits before it is tried again, 'attempts' being a column that
+ * holds n - 1 (read before it is incremented): min(1 s * 2^(n-1), 300 s),
+ * jittered in [d/2, d) so that retries spread out.
+ */
+#define CATALOG_RETRY_DELAY(attempts) \
+	"least(300, power(2, " attempts ")) * (0.5 + random() / 2) * interval '1 second'"
 
 #endif							/* COLLEGEDB_CATALOG_H */

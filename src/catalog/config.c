@@ -3,9 +3,10 @@
  * config.c
  *	  Reads the one row of collegedb.config into a backend-local copy.
  *
- * Settings are written by collegedb.configure() (in the extension script)
- * and read on every routed statement, so they are cached until the table's
- * trigger invalidates them (see catalog.c).
+ * Settings are written by collegedb.apply_settings() (in the extension
+ * script), which ConfigApply runs for collegedb.configure(), and read on
+ * every routed statement, so they are cached until the table's trigger
+ * invalidates them (see catalog.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +15,8 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
@@ -178,4 +181,28 @@ ConfigGet(void)
 	if (!config_valid)
 		load_config();
 	return &config;
+}
+
+/*
+ * ConfigApply checks and stores settings: collegedb.apply_settings() with
+ * configure()'s 'nargs' arguments (NULL leaves a setting as it is) and the
+ * role the predicate runs as.  Returns whether placement switched to
+ * computed, which then needs its first epoch.
+ */
+bool
+ConfigApply(int nargs, const Oid *types, const Datum *values, const char *nulls)
+{
+	StringInfoData sql;
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		switched;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT collegedb.apply_settings(");
+	for (int i = 1; i <= nargs; i++)
+		appendStringInfo(&sql, "%s$%d", i > 1 ? ", " : "", i);
+	appendStringInfoChar(&sql, ')');
+	(void) CatalogExec(sql.data, nargs, types, values, nulls, false, &rows);
+	switched = CatalogValue(&rows, 0, 1, &isnull);
+	return !isnull && DatumGetBool(switched);
 }

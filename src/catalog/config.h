@@ -44,5 +44,6 @@ extern const CdConfig *ConfigGet(void);
 extern void ConfigInit(void);
 extern bool ConfigParseStrategy(const char *name, CdStrategy *strategy);
 extern const char *ConfigStrategyName(CdStrategy strategy);
+extern bool ConfigApply(int nargs, const Oid *types, const Datum *values, const char *nulls);
 
 #endif							/* COLLEGEDB_CATALOG_CONFIG_H */

@@ -17,7 +17,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
+#include "access/xact.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -134,19 +134,13 @@ EpochInsert(int number, const char *const *shards, int nshards)
 	Datum	   *elems = palloc(sizeof(Datum) * Max(nshards, 1));
 	Oid			types[2] = {INT4OID, TEXTARRAYOID};
 	Datum		values[2];
-	CdCatalogAccess access;
 
 	for (int i = 0; i < nshards; i++)
 		elems[i] = CStringGetTextDatum(shards[i]);
 	values[0] = Int32GetDatum(number);
 	values[1] = PointerGetDatum(construct_array(elems, nshards, TEXTOID, -1, false, TYPALIGN_INT));
 
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("INSERT INTO collegedb.epoch (epoch, shards) VALUES ($1, $2)",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not publish epoch %d", number);
-	SPI_finish();
-	CatalogAccessEnd(&access);
+	(void) CatalogExec("INSERT INTO collegedb.epoch (epoch, shards) VALUES ($1, $2)",
+					   2, types, values, NULL, false, NULL);
 	CommandCounterIncrement();
 }

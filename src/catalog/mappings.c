@@ -1,15 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * mappings.c
- *	  Reads a key's mapping through the primary-key index and saves new
- *	  mappings.
+ *	  The mapping store (collegedb.mapping): a key's mapping read through
+ *	  the primary-key index, and every write of the table by collegedb's C
+ *	  code, one function per purpose with its conflict rule.
  *
  * Reading uses an index scan with the latest snapshot, no SPI, so that a
- * cache miss costs one index probe.  Saving goes through one SPI plan,
- * prepared once per backend: INSERT ... ON CONFLICT DO NOTHING, which waits
- * for a concurrent inserter of the same key and then yields to it, so two
- * sessions writing the same new key end with one mapping and both use it.
- * Lookup-key management lives in the extension script (SQL functions).
+ * cache miss costs one index probe.  Two writers, two rules: allocation
+ * (MappingInsert: the first writer of a new key wins, so two sessions
+ * writing the same new key end with one mapping and both use it) and a
+ * move (MappingPoint: the move's target wins).  Lookup-key management and
+ * set_mapping live in the extension script (SQL functions).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,7 +21,6 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -72,42 +72,103 @@ MappingFind(const char *stored_key, char *shard)
 /*
  * MappingInsert saves the mapping stored_key -> shard in the current
  * transaction, unless the key already has one; either way 'owner' gets
- * the shard the key now maps to.
+ * the shard the key now maps to.  This is the allocation's rule: the first
+ * writer of a new key wins (INSERT ... ON CONFLICT DO NOTHING waits for a
+ * concurrent inserter of the key, then yields to it).
  */
 void
 MappingInsert(const char *stored_key, const char *shard, char *owner)
 {
+	Oid			types[2] = {TEXTOID, TEXTOID};
 	Datum		values[2];
-	int			rc;
-	uint64		inserted;
-	CdCatalogAccess access;
 
-	/* a routing role holds no privilege on the table: see catalog.c */
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (insert_plan == NULL)
-	{
-		Oid			types[2] = {TEXTOID, TEXTOID};
-		SPIPlanPtr	plan = SPI_prepare("INSERT INTO collegedb.mapping (key, record, shard) "
-									   "VALUES ($1, $1, $2) ON CONFLICT (key) DO NOTHING",
-									   2, types);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		insert_plan = plan;
-	}
 	values[0] = CStringGetTextDatum(stored_key);
 	values[1] = CStringGetTextDatum(shard);
-	rc = SPI_execute_plan(insert_plan, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
-	inserted = SPI_processed;
-	SPI_finish();
-	CatalogAccessEnd(&access);
-
-	if (inserted == 1)
+	if (CatalogExecPlan(&insert_plan,
+						"INSERT INTO collegedb.mapping (key, record, shard) "
+						"VALUES ($1, $1, $2) ON CONFLICT (key) DO NOTHING",
+						2, types, values, NULL, false, NULL) == 1)
 		strlcpy(owner, shard, NAMEDATALEN);
 	else if (!MappingFind(stored_key, owner))
 		elog(ERROR, "mapping of a conflicting key vanished");
+}
+
+/*
+ * MappingPoint points a key at 'shard' after a move: the key's record and
+ * every lookup key of it, or, for a key without a mapping, a new one
+ * (under computed placement: an exception).  This is the move's rule: the
+ * move decides, whatever was there (INSERT ... ON CONFLICT DO UPDATE).
+ */
+void
+MappingPoint(const char *stored_key, const char *shard)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = CStringGetTextDatum(stored_key);
+	values[1] = CStringGetTextDatum(shard);
+	if (CatalogExec("UPDATE collegedb.mapping SET shard = $2 WHERE record = "
+					"(SELECT record FROM collegedb.mapping WHERE key = $1)",
+					2, types, values, NULL, false, NULL) == 0)
+		(void) CatalogExec("INSERT INTO collegedb.mapping (key, record, shard) VALUES ($1, $1, $2) "
+						   "ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
+						   2, types, values, NULL, false, NULL);
+}
+
+/*
+ * MappingAnyOnShard says whether any key is mapped to 'shard'.
+ */
+bool
+MappingAnyOnShard(const char *shard)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(shard)};
+
+	return CatalogExec("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
+					   1, types, values, NULL, false, NULL) > 0;
+}
+
+/*
+ * MappingRecordOf reads the record a stored key belongs to: false when the
+ * key has no mapping; *is_lookup says whether it is a lookup key of
+ * another record.  The record is palloc'd.
+ */
+bool
+MappingRecordOf(const char *stored_key, char **record, bool *is_lookup)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(stored_key)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("SELECT record, record <> key FROM collegedb.mapping WHERE key = $1",
+					1, types, values, NULL, true, &rows) != 1)
+		return false;
+	*record = CatalogText(&rows, 0, 1);
+	*is_lookup = DatumGetBool(CatalogValue(&rows, 0, 2, &isnull));
+	return true;
+}
+
+/*
+ * MappingCounts returns how many keys are mapped to each shard, as a List
+ * of CdMappingCount (shards without keys are not in it).
+ */
+List *
+MappingCounts(void)
+{
+	CdCatalogRows rows;
+	List	   *counts = NIL;
+
+	(void) CatalogExec("SELECT shard, count(*) FROM collegedb.mapping GROUP BY shard",
+					   0, NULL, NULL, NULL, true, &rows);
+	for (uint64 i = 0; i < rows.count; i++)
+	{
+		CdMappingCount *c = palloc(sizeof(CdMappingCount));
+		bool		isnull;
+
+		c->shard = CatalogText(&rows, i, 1);
+		c->count = DatumGetInt64(CatalogValue(&rows, i, 2, &isnull));
+		counts = lappend(counts, c);
+	}
+	return counts;
 }

@@ -10,7 +10,19 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
+
+typedef struct CdMappingCount
+{
+	char	   *shard;
+	int64		count;
+} CdMappingCount;
+
 extern bool MappingFind(const char *stored_key, char *shard);
 extern void MappingInsert(const char *stored_key, const char *shard, char *owner);
+extern void MappingPoint(const char *stored_key, const char *shard);
+extern bool MappingAnyOnShard(const char *shard);
+extern bool MappingRecordOf(const char *stored_key, char **record, bool *is_lookup);
+extern List *MappingCounts(void);
 
 #endif							/* COLLEGEDB_CATALOG_MAPPINGS_H */

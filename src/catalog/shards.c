@@ -10,7 +10,9 @@
  * SERVER ... OPTIONS, DROP SERVER), since a shard's dialect lives in the
  * server's options.
  *
- * Writes to the table go through SPI in sqlfuncs/; this file only reads.
+ * Writes to the table are here too (ShardInsert, ShardDelete,
+ * ShardUpdateState), through CatalogExec; the SQL functions of
+ * sqlfuncs/shard_funcs.c check their arguments and call them.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +22,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "catalog/pg_foreign_server.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
@@ -68,7 +71,8 @@ shard_server_callback(Datum arg, int cacheid, uint32 hashvalue)
 
 /*
  * ShardServerDialect returns the dialect of a collegedb foreign server;
- * *is_shard is false for a server without a 'dialect' option (the router).
+ * *is_shard is false for a server without a 'dialect' option (the router),
+ * and then the result means nothing.
  * The server must belong to the collegedb wrapper.
  */
 CdDialect
@@ -100,7 +104,7 @@ ShardServerDialect(Oid serverid, bool *is_shard)
 		}
 	}
 	*is_shard = false;
-	return CD_DIALECT_POSTGRES;
+	return 0;
 }
 
 static int
@@ -200,6 +204,30 @@ ShardList(void)
 }
 
 /*
+ * ShardReadSet returns the shards a read reaches: every registered shard
+ * that still has its server (active, draining and retired alike), in name
+ * order, as a palloc'd array.
+ */
+const CdShard **
+ShardReadSet(int *count)
+{
+	List	   *all = ShardList();
+	const CdShard **out = palloc(sizeof(CdShard *) * Max(list_length(all), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, all)
+	{
+		const CdShard *shard = lfirst(lc);
+
+		if (OidIsValid(shard->serverid))
+			out[n++] = shard;
+	}
+	*count = n;
+	return out;
+}
+
+/*
  * ShardLookupOptional returns the registered shard 'name', or NULL.
  */
 const CdShard *
@@ -270,4 +298,73 @@ ShardDrainName(CdDrain drain)
 			return "retired";
 	}
 	return "active";
+}
+
+/*
+ * ShardInsert registers shard 'name' (its server exists), active and
+ * writable; NULL 'region', 'physical_id' and 'tags' leave them unset
+ * (tags: {}).
+ */
+void
+ShardInsert(const char *name, const char *region, double priority,
+			const char *physical_id, Jsonb *tags)
+{
+	Oid			types[5] = {TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, JSONBOID};
+	Datum		values[5];
+	char		nulls[6] = "     ";
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = region ? CStringGetTextDatum(region) : (Datum) 0;
+	nulls[1] = region ? ' ' : 'n';
+	values[2] = Float8GetDatum(priority);
+	values[3] = physical_id ? CStringGetTextDatum(physical_id) : (Datum) 0;
+	nulls[3] = physical_id ? ' ' : 'n';
+	values[4] = tags ? JsonbPGetDatum(tags) :
+		DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	(void) CatalogExec("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
+					   "VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls, false, NULL);
+}
+
+/*
+ * ShardDelete unregisters shard 'name'.
+ */
+void
+ShardDelete(const char *name)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+
+	(void) CatalogExec("DELETE FROM collegedb.shard WHERE name = $1",
+					   1, types, values, NULL, false, NULL);
+}
+
+/*
+ * ShardUpdateState changes the fields of shard 'name''s state that
+ * 'change' sets (see CdShardChange).
+ */
+void
+ShardUpdateState(const char *name, const CdShardChange *change)
+{
+	Oid			types[7] = {TEXTOID, BOOLOID, TEXTOID, JSONBOID, TEXTOID, FLOAT8OID, TEXTOID};
+	Datum		values[7];
+	char		nulls[8] = "       ";
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = BoolGetDatum(change->writable);
+	nulls[1] = change->set_writable ? ' ' : 'n';
+	values[2] = change->drain ? CStringGetTextDatum(change->drain) : (Datum) 0;
+	nulls[2] = change->drain ? ' ' : 'n';
+	values[3] = change->tags ? JsonbPGetDatum(change->tags) : (Datum) 0;
+	nulls[3] = change->tags ? ' ' : 'n';
+	values[4] = change->region ? CStringGetTextDatum(change->region) : (Datum) 0;
+	nulls[4] = change->region ? ' ' : 'n';
+	values[5] = Float8GetDatum(change->priority);
+	nulls[5] = change->set_priority ? ' ' : 'n';
+	values[6] = change->physical_id ? CStringGetTextDatum(change->physical_id) : (Datum) 0;
+	nulls[6] = change->physical_id ? ' ' : 'n';
+	(void) CatalogExec("UPDATE collegedb.shard SET "
+					   "writable = coalesce($2, writable), drain = coalesce($3, drain), "
+					   "tags = coalesce($4, tags), region = coalesce($5, region), "
+					   "priority = coalesce($6, priority), physical_id = coalesce($7, physical_id) "
+					   "WHERE name = $1", 7, types, values, nulls, false, NULL);
 }

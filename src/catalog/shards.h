@@ -47,11 +47,43 @@ typedef struct CdShard
 #define Anum_shard_added_at		8
 #define Natts_shard				8
 
+/*
+ * ShardIs says whether two shard pointers name the same shard.  Pointers
+ * into the shard cache are not identities: the cache is rebuilt at any
+ * invalidation (a catalog change elsewhere, a reset of the invalidation
+ * queue), so two lookups of one shard may return different pointers.
+ */
+static inline bool
+ShardIs(const CdShard *a, const CdShard *b)
+{
+	return a == b || (a != NULL && b != NULL && strcmp(a->name, b->name) == 0);
+}
+
+extern void ShardCatalogInit(void);
 extern const CdShard *ShardLookup(const char *name);
 extern const CdShard *ShardLookupOptional(const char *name);
 extern List *ShardList(void);
+extern const CdShard **ShardReadSet(int *count);
 extern bool ShardParseDrain(const char *name, CdDrain *drain);
 extern const char *ShardDrainName(CdDrain drain);
 extern CdDialect ShardServerDialect(Oid serverid, bool *is_shard);
+
+/* A change of a shard's state: what is set changes, the rest stays */
+typedef struct CdShardChange
+{
+	bool		set_writable;
+	bool		writable;
+	const char *drain;			/* NULL: unchanged; checked by the caller */
+	Jsonb	   *tags;
+	const char *region;
+	bool		set_priority;
+	double		priority;
+	const char *physical_id;
+} CdShardChange;
+
+extern void ShardInsert(const char *name, const char *region, double priority,
+						const char *physical_id, Jsonb *tags);
+extern void ShardDelete(const char *name);
+extern void ShardUpdateState(const char *name, const CdShardChange *change);
 
 #endif							/* COLLEGEDB_CATALOG_SHARDS_H */

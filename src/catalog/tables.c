@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * tables.c
- *	  Reads the registered tables.
+ *	  Reads the registered tables, and registers them.
  *
  * Sharded foreign tables (on the router server, with key_column) count as
  * registered when their owner may register tables: a superuser, or a role
@@ -17,12 +17,12 @@
  */
 #include "postgres.h"
 
-#include "executor/spi.h"
+#include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 
 #include "catalog/catalog.h"
 #include "catalog/tables.h"
-#include "utils/inval.h"
 
 static int	tables_known = -1;	/* -1 unknown, else whether any exists */
 
@@ -66,39 +66,63 @@ AnyRegisteredTable(void)
 List *
 RegisteredTables(void)
 {
-	MemoryContext caller = CurrentMemoryContext;
 	List	   *tables = NIL;
-	CdCatalogAccess access;
+	CdCatalogRows rows;
 
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute("SELECT table_name, key_column FROM ("
-					"SELECT table_name, key_column FROM collegedb.registered_table "
-					"UNION "
-					"SELECT coalesce((SELECT option_value FROM pg_options_to_table(ft.ftoptions) "
-					"                  WHERE option_name = 'table_name'), c.relname), "
-					"       coalesce((SELECT option_value FROM pg_options_to_table(a.attfdwoptions) "
-					"                  WHERE option_name = 'column_name'), a.attname) "
-					"  FROM pg_foreign_table ft "
-					"  JOIN pg_class c ON c.oid = ft.ftrelid "
-					"  JOIN pg_foreign_server s ON s.oid = ft.ftserver AND s.srvname = 'collegedb' "
-					"  JOIN pg_options_to_table(ft.ftoptions) k ON k.option_name = 'key_column' "
-					"  JOIN pg_attribute a ON a.attrelid = ft.ftrelid AND a.attname = k.option_value"
-					" WHERE (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner)"
-					"    OR has_function_privilege(c.relowner, 'collegedb.register_table(text, text)', 'EXECUTE')"
-					") t ORDER BY table_name COLLATE \"C\"", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the registered tables");
-	for (uint64 i = 0; i < SPI_processed; i++)
+	(void) CatalogExec("SELECT table_name, key_column FROM ("
+					   "SELECT table_name, key_column FROM collegedb.registered_table "
+					   "UNION "
+					   "SELECT coalesce((SELECT option_value FROM pg_options_to_table(ft.ftoptions) "
+					   "                  WHERE option_name = 'table_name'), c.relname), "
+					   "       coalesce((SELECT option_value FROM pg_options_to_table(a.attfdwoptions) "
+					   "                  WHERE option_name = 'column_name'), a.attname) "
+					   "  FROM pg_foreign_table ft "
+					   "  JOIN pg_class c ON c.oid = ft.ftrelid "
+					   "  JOIN pg_foreign_server s ON s.oid = ft.ftserver AND s.srvname = 'collegedb' "
+					   "  JOIN pg_options_to_table(ft.ftoptions) k ON k.option_name = 'key_column' "
+					   "  JOIN pg_attribute a ON a.attrelid = ft.ftrelid AND a.attname = k.option_value"
+					   " WHERE (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner)"
+					   "    OR has_function_privilege(c.relowner, 'collegedb.register_table(text, text)', 'EXECUTE')"
+					   ") t ORDER BY table_name COLLATE \"C\"", 0, NULL, NULL, NULL, true, &rows);
+	for (uint64 i = 0; i < rows.count; i++)
 	{
-		MemoryContext old = MemoryContextSwitchTo(caller);
 		CdTable    *table = palloc(sizeof(CdTable));
 
-		table->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		table->key_column = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		table->name = CatalogText(&rows, i, 1);
+		table->key_column = CatalogText(&rows, i, 2);
 		tables = lappend(tables, table);
-		MemoryContextSwitchTo(old);
 	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
 	return tables;
+}
+
+/*
+ * TableKeyColumn returns the key column a table is registered with (in
+ * collegedb.registered_table), NULL when it is not.
+ */
+char *
+TableKeyColumn(const char *table_name)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(table_name)};
+	CdCatalogRows rows;
+
+	if (CatalogExec("SELECT key_column FROM collegedb.registered_table WHERE table_name = $1",
+					1, types, values, NULL, true, &rows) != 1)
+		return NULL;
+	return CatalogText(&rows, 0, 1);
+}
+
+/*
+ * TableRegister records a table whose rows move with their key.
+ */
+void
+TableRegister(const char *table_name, const char *key_column)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = CStringGetTextDatum(table_name);
+	values[1] = CStringGetTextDatum(key_column);
+	(void) CatalogExec("INSERT INTO collegedb.registered_table (table_name, key_column) "
+					   "VALUES ($1, $2)", 2, types, values, NULL, false, NULL);
 }

@@ -20,6 +20,8 @@ typedef struct CdTable
 } CdTable;
 
 extern List *RegisteredTables(void);
+extern char *TableKeyColumn(const char *table_name);
+extern void TableRegister(const char *table_name, const char *key_column);
 extern bool AnyRegisteredTable(void);
 extern void TablesInit(void);
 

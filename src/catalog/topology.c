@@ -1,17 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * topology.c
- *	  Reads the catalog of topology groups for the functions that route
- *	  and wait within a group, and keeps it consistent when a shard is
- *	  dropped.
+ *	  The catalog of topology groups (collegedb.topology_group, _member,
+ *	  _channel, _state and the outbox, _delivery): every statement
+ *	  collegedb's C code runs on it.
  *
- * The groups, their members, the channels, the state values and the
- * outbox (collegedb.topology_*) are written by the extension script's
- * PL/pgSQL functions, which topology_update and its siblings run with the
- * owner's rights (sqlfuncs/topology_funcs.c), and by the coordinator as it
- * delivers (worker/outbox.c).  Nothing here is cached: these are not the
- * paths of a routed statement, and every call reads the tables, through
- * SPI with the owner's rights (see catalog.c).
+ * The writers of the groups, their members, channels and values are the
+ * extension script's PL/pgSQL functions (topology_apply, topology_remove,
+ * topology_set_channel), which check a draft and change the catalog and
+ * the outbox together; this file runs them in the caller's transaction,
+ * with the caller as the role that staged the deliveries.  The coordinator
+ * (worker/outbox.c) reads what is due here and records how each delivery
+ * went.  Every statement goes through CatalogExec (the catalog owner's
+ * rights); nothing is cached: these are not the paths of a routed
+ * statement.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,40 +22,117 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 
 #include "catalog/catalog.h"
 #include "catalog/topology.h"
 
 /*
+ * The outbox's row of a delivery ($1 to $4, and the condition 'also'),
+ * unless a writer holds it locked.
+ */
+#define DELIVERY_ROW(also) \
+	"d.ctid = (SELECT x.ctid FROM collegedb.topology_delivery x " \
+	"WHERE x.group_name = $1 AND x.kind = $2 AND x.channel = $3 AND x.member = $4 " also \
+	" FOR UPDATE SKIP LOCKED)"
+
+static Datum
+text_or_null(const char *s, char *null)
+{
+	*null = s ? ' ' : 'n';
+	return s ? CStringGetTextDatum(s) : (Datum) 0;
+}
+
+static Datum
+jsonb_or_null(Jsonb *j, char *null)
+{
+	*null = j ? ' ' : 'n';
+	return j ? JsonbPGetDatum(j) : (Datum) 0;
+}
+
+/*
  * first_column runs one statement on the topology catalog with 'arg' as
- * $1, with the owner's rights, and returns the first column of the rows it
- * returns, as strings in the caller's memory context.
+ * $1 and returns the first column of the rows it returns, as strings in
+ * the caller's memory context.
  */
 static List *
 first_column(const char *sql, const char *arg)
 {
-	MemoryContext caller = CurrentMemoryContext;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(arg)};
+	CdCatalogRows rows;
 	List	   *result = NIL;
-	CdCatalogAccess access;
 
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args(sql, 1, types, values, NULL, false, 0) < 0)
-		elog(ERROR, "could not read the topology catalog for \"%s\"", arg);
-	for (uint64 i = 0; SPI_tuptable != NULL && i < SPI_processed; i++)
-	{
-		MemoryContext old = MemoryContextSwitchTo(caller);
-
-		result = lappend(result, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
+	(void) CatalogExec(sql, 1, types, values, NULL, false, &rows);
+	for (uint64 i = 0; i < rows.count; i++)
+		result = lappend(result, CatalogText(&rows, i, 1));
 	return result;
+}
+
+/*
+ * TopologyApply applies a draft of group 'group' (members, states; NULL
+ * keeps what is there) and returns {"group", "version", "changed"}; the
+ * script's topology_apply checks it.
+ */
+Jsonb *
+TopologyApply(const char *group, Jsonb *members, Jsonb *states, Oid caller)
+{
+	Oid			types[4] = {TEXTOID, JSONBOID, JSONBOID, REGROLEOID};
+	Datum		values[4];
+	char		nulls[5] = "    ";
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		result;
+
+	values[0] = text_or_null(group, &nulls[0]);
+	values[1] = jsonb_or_null(members, &nulls[1]);
+	values[2] = jsonb_or_null(states, &nulls[2]);
+	values[3] = ObjectIdGetDatum(caller);
+	(void) CatalogExec("SELECT collegedb.topology_apply($1, $2, $3, $4)", 4, types, values,
+					   nulls, false, &rows);
+	result = CatalogValue(&rows, 0, 1, &isnull);
+	return isnull ? NULL : DatumGetJsonbPCopy(result);
+}
+
+/*
+ * TopologyRemove deletes a group (the script's topology_remove); false
+ * when it did not exist.
+ */
+bool
+TopologyRemove(const char *group, Oid caller)
+{
+	Oid			types[2] = {TEXTOID, REGROLEOID};
+	Datum		values[2];
+	char		nulls[3] = "  ";
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		result;
+
+	values[0] = text_or_null(group, &nulls[0]);
+	values[1] = ObjectIdGetDatum(caller);
+	(void) CatalogExec("SELECT collegedb.topology_remove($1, $2)", 2, types, values, nulls,
+					   false, &rows);
+	result = CatalogValue(&rows, 0, 1, &isnull);
+	return !isnull && DatumGetBool(result);
+}
+
+/*
+ * TopologySetChannel defines a state channel or changes the role it
+ * reaches (the script's topology_set_channel).
+ */
+void
+TopologySetChannel(const char *channel, const char *members, Oid caller)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, REGROLEOID};
+	Datum		values[3];
+	char		nulls[4] = "   ";
+
+	values[0] = text_or_null(channel, &nulls[0]);
+	values[1] = text_or_null(members, &nulls[1]);
+	values[2] = ObjectIdGetDatum(caller);
+	(void) CatalogExec("SELECT collegedb.topology_set_channel($1, $2, $3)", 3, types, values,
+					   nulls, false, NULL);
 }
 
 /*
@@ -85,32 +164,25 @@ TopologyPending(const char *group, bool *staged_here)
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(group)};
 	Snapshot	snapshot = CatalogReadSnapshot();
-	SPIPlanPtr	plan;
-	int64		pending;
-	CdCatalogAccess access;
+	CdCatalogRows rows;
+
+	/* a read-only statement runs on the active snapshot: the latest one */
+	PushActiveSnapshot(snapshot);
+	(void) CatalogExec("SELECT d.xmin FROM collegedb.topology_delivery d WHERE d.group_name = $1",
+					   1, types, values, NULL, true, &rows);
+	PopActiveSnapshot();
+	CatalogReleaseSnapshot(snapshot);
 
 	*staged_here = false;
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	plan = SPI_prepare("SELECT d.xmin FROM collegedb.topology_delivery d WHERE d.group_name = $1",
-					   1, types);
-	if (plan == NULL ||
-		SPI_execute_snapshot(plan, values, NULL, snapshot, InvalidSnapshot,
-							 true, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the outbox of topology group \"%s\"", group);
-	pending = (int64) SPI_processed;
-	for (uint64 i = 0; i < SPI_processed && !*staged_here; i++)
+	for (uint64 i = 0; i < rows.count && !*staged_here; i++)
 	{
 		bool		isnull;
-		Datum		xmin = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		xmin = CatalogValue(&rows, i, 1, &isnull);
 
 		*staged_here = !isnull &&
 			TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
 	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	CatalogReleaseSnapshot(snapshot);
-	return pending;
+	return (int64) rows.count;
 }
 
 /*
@@ -133,4 +205,101 @@ TopologyForgetShard(const char *shard)
 						shard, (char *) linitial(groups)),
 				 errhint("Leave it out of the group's members with collegedb.topology_update(), or delete the group with collegedb.topology_delete().")));
 	(void) first_column("DELETE FROM collegedb.topology_delivery d WHERE d.member = $1", shard);
+}
+
+/*
+ * TopologyDueDeliveries reads at most 'limit' deliveries that are due
+ * (CdTopologyDelivery), ordered by owner, member, group, kind and channel,
+ * into the caller's memory context; *next_ms is how long until the next
+ * one after them falls due (-1: none).
+ */
+List *
+TopologyDueDeliveries(int limit, long *next_ms)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(limit)};
+	CdCatalogRows rows;
+	List	   *due = NIL;
+	bool		isnull;
+
+	(void) CatalogExec("SELECT d.group_name, d.kind, d.channel, d.member, d.version, d.payload, "
+					   "d.owner::oid, d.attempts "
+					   "FROM collegedb.topology_delivery d WHERE d.next_attempt_at <= now() "
+					   "ORDER BY d.owner::oid, d.member, d.group_name, d.kind, d.channel "
+					   "LIMIT $1", 1, types, values, NULL, false, &rows);
+	for (uint64 i = 0; i < rows.count; i++)
+	{
+		CdTopologyDelivery *d = palloc0(sizeof(CdTopologyDelivery));
+		Datum		payload;
+
+		d->group_name = CatalogText(&rows, i, 1);
+		d->kind = CatalogText(&rows, i, 2);
+		d->channel = CatalogText(&rows, i, 3);
+		d->member = CatalogText(&rows, i, 4);
+		d->version = DatumGetInt64(CatalogValue(&rows, i, 5, &isnull));
+		payload = CatalogValue(&rows, i, 6, &isnull);
+		d->payload = isnull ? NULL : DatumGetJsonbPCopy(payload);
+		d->owner = DatumGetObjectId(CatalogValue(&rows, i, 7, &isnull));
+		d->attempts = DatumGetInt32(CatalogValue(&rows, i, 8, &isnull));
+		due = lappend(due, d);
+	}
+
+	*next_ms = -1;
+	if (CatalogExec("SELECT ceil(extract(epoch FROM min(d.next_attempt_at) - clock_timestamp()) * 1000)::bigint "
+					"FROM collegedb.topology_delivery d WHERE d.next_attempt_at > now()",
+					0, NULL, NULL, NULL, false, &rows) == 1)
+	{
+		Datum		ms = CatalogValue(&rows, 0, 1, &isnull);
+
+		if (!isnull)
+			*next_ms = (long) Max(DatumGetInt64(ms), 0);
+	}
+	return due;
+}
+
+/*
+ * delivery_key fills the first four arguments of the statements that
+ * find a delivery's row.
+ */
+static void
+delivery_key(const CdTopologyDelivery *d, Datum *values)
+{
+	values[0] = CStringGetTextDatum(d->group_name);
+	values[1] = CStringGetTextDatum(d->kind);
+	values[2] = CStringGetTextDatum(d->channel);
+	values[3] = CStringGetTextDatum(d->member);
+}
+
+/*
+ * TopologyDelivered removes a delivered row from the outbox, if it still
+ * holds the version delivered: a newer value staged meanwhile stays.
+ */
+void
+TopologyDelivered(const CdTopologyDelivery *d)
+{
+	Oid			types[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
+	Datum		values[5];
+
+	delivery_key(d, values);
+	values[4] = Int64GetDatum(d->version);
+	(void) CatalogExec("DELETE FROM collegedb.topology_delivery d WHERE "
+					   DELIVERY_ROW("AND x.version = $5"), 5, types, values, NULL, false, NULL);
+}
+
+/*
+ * TopologyDeliveryFailed counts a failed attempt of a delivery, keeps its
+ * error for the view collegedb.topology_outbox and puts its next attempt
+ * off (CATALOG_RETRY_DELAY).
+ */
+void
+TopologyDeliveryFailed(const CdTopologyDelivery *d, const char *error)
+{
+	Oid			types[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+
+	delivery_key(d, values);
+	values[4] = CStringGetTextDatum(error);
+	(void) CatalogExec("UPDATE collegedb.topology_delivery d SET attempts = d.attempts + 1, "
+					   "next_attempt_at = clock_timestamp() + " CATALOG_RETRY_DELAY("d.attempts") ", "
+					   "last_error = $5 WHERE " DELIVERY_ROW(""), 5, types, values, NULL, false, NULL);
 }

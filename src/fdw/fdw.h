@@ -12,6 +12,7 @@
 
 #include "commands/explain.h"
 #include "foreign/fdwapi.h"
+#include "lib/stringinfo.h"
 #include "nodes/pathnodes.h"
 
 #include "adapters/adapter.h"
@@ -33,6 +34,29 @@ typedef struct CdForeignTable
 } CdForeignTable;
 
 extern CdForeignTable *FdwTableInfo(Oid relid);
+
+/* deparse.c: a statement's text, built for every dialect at once */
+typedef struct FdwDeparse
+{
+	StringInfoData sql[CD_MAX_DIALECTS];
+	Index		relid;
+	CdForeignTable *table;
+	List	  **params;			/* fdw_exprs */
+} FdwDeparse;
+
+extern void DeparseInit(FdwDeparse *d, CdForeignTable *table, Index relid, List **params);
+extern void DeparseAppend(FdwDeparse *d, const char *text);
+extern void DeparseColumn(FdwDeparse *d, AttrNumber attno);
+extern bool DeparseExpr(Node *node, FdwDeparse *d);
+extern bool DeparsePushable(Node *node, CdForeignTable *table, Index relid);
+extern int	DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr);
+extern void DeparseSelect(FdwDeparse *d, Bitmapset *used);
+extern void DeparseModify(FdwDeparse *d, CmdType op);
+extern void DeparseLimit(FdwDeparse *d, int64 limit);
+extern void DeparseReturning(FdwDeparse *d);
+extern List *DeparseTexts(FdwDeparse *d);
+extern void DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
+						  const char **sql);
 extern char *FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter);
 extern char *FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter,
 						   Bitmapset *used);
@@ -40,8 +64,8 @@ extern char *FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter
 /* The indexes of a scan's fdw_private list */
 enum FdwScanPrivate
 {
-	FdwPrivSql = 0,				/* + dialect: one statement per dialect */
-	FdwPrivKeyParam = CD_DIALECT_COUNT, /* 1-based param of the key, 0: none */
+	FdwPrivSql = 0,				/* List of the statement's text per dialect */
+	FdwPrivKeyParam,			/* 1-based param of the key, 0: none */
 	FdwPrivKeyArray,			/* the key param is an array of keys */
 	FdwPrivReturning,			/* direct modify: rows come back */
 	FdwPrivSetProcessed,		/* direct modify: counts for the command */

@@ -15,8 +15,8 @@
  * INSERT routes each row by its key value (allocating and mapping a new
  * key, guarded like every routed write); RETURNING gives the row as
  * inserted.  UPDATE and DELETE run whole on the key's shard(s), guarded,
- * and RETURNING gives the rows the shard returns (not on MySQL, which has
- * no UPDATE ... RETURNING).
+ * and RETURNING gives the rows the shard returns (where the dialect has
+ * UPDATE ... RETURNING).
  *
  *-------------------------------------------------------------------------
  */
@@ -118,50 +118,12 @@ FdwTableInfo(Oid relid)
 	return table;
 }
 
-/*
- * FdwQualifiedName renders the remote table name (schema-qualified where
- * the dialect has schemas) for a dialect.
- */
-char *
-FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter)
-{
-	if (table->schema && adapter->dialect != CD_DIALECT_SQLITE)
-		return psprintf("%s.%s", adapter->quote_ident(table->schema),
-						adapter->quote_ident(table->name));
-	return adapter->quote_ident(table->name);
-}
-
-/*
- * FdwColumnList renders the table's columns in table order, so that rows
- * come back in the table's shape: those in 'used' (attribute numbers less
- * FirstLowInvalidHeapAttributeNumber; NULL: all) by name, the others and
- * dropped ones as NULL.
- */
-char *
-FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter, Bitmapset *used)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < table->natts; i++)
-	{
-		bool		wanted = used == NULL ||
-			bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber, used);
-
-		appendStringInfo(&buf, "%s%s", i ? ", " : "",
-						 table->columns[i] && wanted ? adapter->quote_ident(table->columns[i]) : "NULL");
-	}
-	if (table->natts == 0)
-		appendStringInfoString(&buf, "NULL");
-	return buf.data;
-}
-
 /* Scans and direct modifications */
 
 typedef struct FdwScanState
 {
 	CdForeignTable *table;
-	const char *sql[CD_DIALECT_COUNT];
+	const char *sql[CD_MAX_DIALECTS];
 	int			key_param;
 	bool		key_is_array;
 	bool		is_write;
@@ -184,8 +146,8 @@ scan_state(ForeignScanState *node, bool is_write)
 	ListCell   *lc;
 
 	st->table = FdwTableInfo(relid);
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		st->sql[i] = strVal(list_nth(plan->fdw_private, FdwPrivSql + i));
+	for (int i = 0; i < AdapterCount(); i++)
+		st->sql[i] = strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), i));
 	st->key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
 	st->key_is_array = boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray));
 	st->set_processed = boolVal(list_nth(plan->fdw_private, FdwPrivSetProcessed));
@@ -292,48 +254,34 @@ static int64
 run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 {
 	int			n;
-	const CdShard **set = FanoutReadSet(&n);
+	const CdShard **set = ShardReadSet(&n);
 	RecordRowSink *sinks = palloc0(sizeof(RecordRowSink) * Max(n, 1));
 	CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 	StringInfoData skipped;
 	int64		rows = 0;
 
 	initStringInfo(&skipped);
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int i = 0; i < n; i++)
 	{
-		int			m = 0;
-
-		for (int i = 0; i < n; i++)
+		RecordRowSinkInit(&sinks[i], st->store, desc);
+		shards[i].shard = set[i];
+		shards[i].sql = st->sql[set[i]->dialect];
+		shards[i].sink = st->store ? &sinks[i].base : NULL;
+	}
+	FanoutRun(shards, n, NULL, nparams, params,
+			  st->is_write ? CD_FANOUT_WRITE : CD_FANOUT_READ);
+	for (int i = 0; i < n; i++)
+	{
+		if (shards[i].ok)
 		{
-			if (set[i]->dialect != (CdDialect) d)
-				continue;
-			RecordRowSinkInit(&sinks[m], st->store, desc);
-			shards[m].shard = set[i];
-			shards[m].sink = st->store ? &sinks[m].base : NULL;
-			m++;
-		}
-		if (m == 0)
+			rows += shards[i].rows;
 			continue;
-		FanoutRun(shards, m, st->sql[d], nparams, params,
-				  st->is_write ? CD_FANOUT_WRITE : CD_FANOUT_READ);
-		for (int i = 0; i < m; i++)
-		{
-			if (shards[i].ok)
-			{
-				rows += shards[i].rows;
-				continue;
-			}
-			if (st->is_write || !CollegeFanoutPartial)
-				ereport(ERROR,
-						(errcode(MAKE_SQLSTATE(shards[i].sqlstate[0], shards[i].sqlstate[1],
-											   shards[i].sqlstate[2], shards[i].sqlstate[3],
-											   shards[i].sqlstate[4])),
-						 errmsg("%s", shards[i].error),
-						 errcontext("scan of shard \"%s\"", shards[i].shard->name),
-						 errhint("SET collegedb.fanout_partial = on reads the other shards anyway.")));
-			appendStringInfo(&skipped, "%s%s (%s)", skipped.len ? ", " : "",
-							 shards[i].shard->name, shards[i].error);
 		}
+		if (st->is_write || !CollegeFanoutPartial)
+			FanoutRaise(&shards[i], NULL,
+						"SET collegedb.fanout_partial = on reads the other shards anyway.");
+		appendStringInfo(&skipped, "%s%s (%s)", skipped.len ? ", " : "",
+						 shards[i].shard->name, shards[i].error);
 	}
 	if (skipped.len)
 		ereport(WARNING,
@@ -407,31 +355,38 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 
 /*
  * ensure_returning_possible refuses UPDATE/DELETE ... RETURNING that could
- * reach a MySQL shard, which cannot return the rows it changed.
+ * reach a shard whose dialect cannot return the rows it changed
+ * (CdCapabilities.returning).
  */
 static void
 ensure_returning_possible(FdwScanState *st)
 {
+	const CdAdapter *cannot = NULL;
 	ListCell   *lc;
 
 	if (st->table->shard)
 	{
-		if (ShardLookup(st->table->shard)->dialect != CD_DIALECT_MYSQL)
-			return;
+		const CdAdapter *adapter = AdapterForDialect(ShardLookup(st->table->shard)->dialect);
+
+		if (!adapter->caps.returning)
+			cannot = adapter;
 	}
 	else
 	{
-		bool		mysql = false;
-
 		foreach(lc, ShardList())
-			mysql |= ((CdShard *) lfirst(lc))->dialect == CD_DIALECT_MYSQL;
-		if (!mysql)
-			return;
+		{
+			const CdAdapter *adapter = AdapterForDialect(((CdShard *) lfirst(lc))->dialect);
+
+			if (!adapter->caps.returning && cannot == NULL)
+				cannot = adapter;
+		}
 	}
+	if (cannot == NULL)
+		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("UPDATE and DELETE with RETURNING cannot reach MySQL shards"),
-			 errdetail("MySQL has no UPDATE ... RETURNING."),
+			 errmsg("UPDATE and DELETE with RETURNING cannot reach %s shards", cannot->display_name),
+			 errdetail("%s has no UPDATE ... RETURNING.", cannot->display_name),
 			 errhint("Run the statement without RETURNING and read the rows afterwards.")));
 }
 
@@ -576,7 +531,7 @@ collegedb_end_direct_modify(ForeignScanState *node)
 typedef struct FdwInsertState
 {
 	CdForeignTable *table;
-	const char *sql[CD_DIALECT_COUNT];
+	const char *sql[CD_MAX_DIALECTS];
 	int			ncols;
 	AttrNumber *attnums;
 } FdwInsertState;
@@ -600,22 +555,7 @@ collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		if (!att->attisdropped && !att->attgenerated)
 			st->attnums[st->ncols++] = att->attnum;
 	}
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
-	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		appendStringInfo(&buf, "INSERT INTO %s (", FdwQualifiedName(st->table, adapter));
-		for (int i = 0; i < st->ncols; i++)
-			appendStringInfo(&buf, "%s%s", i ? ", " : "",
-							 adapter->quote_ident(st->table->columns[st->attnums[i] - 1]));
-		appendStringInfoString(&buf, ") VALUES (");
-		for (int i = 0; i < st->ncols; i++)
-			appendStringInfo(&buf, "%s$%d", i ? ", " : "", i + 1);
-		appendStringInfoChar(&buf, ')');
-		st->sql[d] = buf.data;
-	}
+	DeparseInsert(st->table, st->ncols, st->attnums, st->sql);
 	rinfo->ri_FdwState = st;
 }
 
@@ -685,7 +625,7 @@ static void
 explain_targets(ForeignScan *plan, CdForeignTable *table, ExplainState *es)
 {
 	int			key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
-	bool		dialects[CD_DIALECT_COUNT] = {false, false, false};
+	bool		dialects[CD_MAX_DIALECTS] = {false};
 	ListCell   *lc;
 
 	if (table->shard)
@@ -724,12 +664,12 @@ explain_targets(ForeignScan *plan, CdForeignTable *table, ExplainState *es)
 	}
 	if (!es->verbose)
 		return;
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int d = 0; d < AdapterCount(); d++)
 	{
 		if (!dialects[d])
 			continue;
-		ExplainPropertyText(psprintf("Remote SQL (%s)", AdapterDialectName((CdDialect) d)),
-							strVal(list_nth(plan->fdw_private, FdwPrivSql + d)), es);
+		ExplainPropertyText(psprintf("Remote SQL (%s)", AdapterDialectName(d)),
+							strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), d)), es);
 	}
 }
 

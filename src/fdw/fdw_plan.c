@@ -1,18 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * fdw_plan.c
- *	  Planning scans and modifications of collegedb foreign tables
- *	  (DESIGN.md 7): which quals go to the shards, which key routes them,
- *	  and the statement text for each dialect.
+ *	  Planning scans and modifications of collegedb foreign tables: which
+ *	  quals go to the shards, which key routes them, and what the plan
+ *	  keeps for execution.
  *
- * Quals that every dialect understands the same way go to the shards:
- * comparisons (=, <>, <, <=, >, >=) and +, -, * of built-in types between
- * columns, constants and parameters, IS [NOT] NULL, AND, OR, NOT.  The rest
- * is evaluated in the front.  Constants and parameters travel as $n
- * parameters (fdw_exprs), evaluated at execution, so a generic plan routes
- * by the parameter's value.  A qual "key = constant or parameter" (or
- * "key = ANY(array)", or IN) routes the scan to the key's shard(s); without
- * one the scan reaches every shard of the read set.
+ * A qual "key = constant or parameter" (or "key = ANY(array)", or IN)
+ * routes the scan to the key's shard(s); without one the scan reaches
+ * every shard of the read set.  Of the other quals, those deparse.c can
+ * send go to the shards, the rest is evaluated in the front.
  *
  * UPDATE and DELETE go to the shards whole (direct modification) when
  * every qual and every new value can go there; with key equality they
@@ -24,8 +20,6 @@
 #include "postgres.h"
 
 #include "access/table.h"
-#include "catalog/pg_operator.h"
-#include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "nodes/makefuncs.h"
@@ -35,11 +29,9 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
-#include "parser/parse_coerce.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/syscache.h"
 
 #include "catalog/shards.h"
 #include "cd_errcodes.h"
@@ -55,205 +47,6 @@ typedef struct FdwRelInfo
 	Expr	   *key_expr;		/* the key's value(s), or NULL */
 	bool		key_is_array;
 } FdwRelInfo;
-
-/* the statement text being built, once per dialect */
-typedef struct Deparse
-{
-	StringInfoData sql[CD_DIALECT_COUNT];
-	Index		relid;
-	CdForeignTable *table;
-	List	  **params;			/* fdw_exprs */
-} Deparse;
-
-static void
-append(Deparse *d, const char *text)
-{
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		appendStringInfoString(&d->sql[i], text);
-}
-
-static void
-append_column(Deparse *d, AttrNumber attno)
-{
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		appendStringInfoString(&d->sql[i],
-							   AdapterForDialect((CdDialect) i)->quote_ident(d->table->columns[attno - 1]));
-}
-
-static void
-append_param(Deparse *d, Expr *expr)
-{
-	char		buf[16];
-
-	*d->params = lappend(*d->params, expr);
-	snprintf(buf, sizeof(buf), "$%d", list_length(*d->params));
-	append(d, buf);
-}
-
-static void
-deparse_init(Deparse *d, CdForeignTable *table, Index relid, List **params)
-{
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		initStringInfo(&d->sql[i]);
-	d->table = table;
-	d->relid = relid;
-	d->params = params;
-}
-
-/*
- * pushable_operator says whether an operator means the same in every
- * dialect: a built-in comparison, or +, -, * of numbers.  Ordering of
- * strings is left to PostgreSQL, since each shard sorts by its own
- * collation; equality is sent (see README: "Sharded foreign tables").
- */
-static bool
-pushable_operator(Oid opno)
-{
-	HeapTuple	tuple;
-	Form_pg_operator op;
-	bool		ok = false;
-
-	if (opno >= FirstGenbkiObjectId)
-		return false;
-	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	op = (Form_pg_operator) GETSTRUCT(tuple);
-	if (op->oprkind == 'b' && op->oprleft < FirstGenbkiObjectId && op->oprright < FirstGenbkiObjectId)
-	{
-		const char *name = NameStr(op->oprname);
-
-		if (strcmp(name, "=") == 0 || strcmp(name, "<>") == 0)
-			ok = true;
-		else if (strcmp(name, "<") == 0 || strcmp(name, "<=") == 0 ||
-				 strcmp(name, ">") == 0 || strcmp(name, ">=") == 0)
-			ok = !type_is_collatable(op->oprleft);
-		else if ((strcmp(name, "+") == 0 || strcmp(name, "-") == 0 || strcmp(name, "*") == 0) &&
-				 TypeCategory(op->oprresult) == TYPCATEGORY_NUMERIC)
-			ok = true;
-	}
-	ReleaseSysCache(tuple);
-	return ok;
-}
-
-/*
- * deparse_expr appends an expression to the statement, or returns false
- * (leaving junk behind: callers deparse into a scratch Deparse first) when
- * it cannot go to the shards.
- */
-static bool
-deparse_expr(Node *node, Deparse *d)
-{
-	if (node == NULL)
-		return false;
-	switch (nodeTag(node))
-	{
-		case T_Var:
-			{
-				Var		   *var = (Var *) node;
-
-				if (var->varno != d->relid || var->varlevelsup != 0 || var->varattno <= 0 ||
-					d->table->columns[var->varattno - 1] == NULL)
-					return false;
-				append_column(d, var->varattno);
-				return true;
-			}
-		case T_Const:
-			{
-				Const	   *c = (Const *) node;
-
-				if (c->constisnull)
-					append(d, "NULL");
-				else if (c->consttype >= FirstGenbkiObjectId ||
-						 type_is_array(c->consttype))
-					return false;
-				else
-					append_param(d, (Expr *) node);
-				return true;
-			}
-		case T_Param:
-			{
-				Param	   *p = (Param *) node;
-
-				if ((p->paramkind != PARAM_EXTERN && p->paramkind != PARAM_EXEC) ||
-					p->paramtype >= FirstGenbkiObjectId || type_is_array(p->paramtype))
-					return false;
-				append_param(d, (Expr *) node);
-				return true;
-			}
-		case T_RelabelType:
-			return deparse_expr((Node *) ((RelabelType *) node)->arg, d);
-		case T_FuncExpr:
-			/* a length coercion (numeric(12,2), varchar(n)): the shard's column applies its own */
-			if (!exprIsLengthCoercion(node, NULL))
-				return false;
-			return deparse_expr(linitial(((FuncExpr *) node)->args), d);
-		case T_OpExpr:
-			{
-				OpExpr	   *op = (OpExpr *) node;
-
-				if (list_length(op->args) != 2 || !pushable_operator(op->opno))
-					return false;
-				append(d, "(");
-				if (!deparse_expr(linitial(op->args), d))
-					return false;
-				append(d, " ");
-				append(d, get_opname(op->opno));
-				append(d, " ");
-				if (!deparse_expr(lsecond(op->args), d))
-					return false;
-				append(d, ")");
-				return true;
-			}
-		case T_NullTest:
-			{
-				NullTest   *nt = (NullTest *) node;
-
-				if (nt->argisrow)
-					return false;
-				append(d, "(");
-				if (!deparse_expr((Node *) nt->arg, d))
-					return false;
-				append(d, nt->nulltesttype == IS_NULL ? " IS NULL)" : " IS NOT NULL)");
-				return true;
-			}
-		case T_BoolExpr:
-			{
-				BoolExpr   *b = (BoolExpr *) node;
-				ListCell   *lc;
-				bool		first = true;
-
-				append(d, "(");
-				if (b->boolop == NOT_EXPR)
-					append(d, "NOT ");
-				foreach(lc, b->args)
-				{
-					if (!first)
-						append(d, b->boolop == AND_EXPR ? " AND " : " OR ");
-					if (!deparse_expr(lfirst(lc), d))
-						return false;
-					first = false;
-				}
-				append(d, ")");
-				return true;
-			}
-		default:
-			return false;
-	}
-}
-
-/*
- * is_pushable says whether an expression can go to the shards.
- */
-static bool
-is_pushable(Node *node, CdForeignTable *table, Index relid)
-{
-	Deparse		scratch;
-	List	   *params = NIL;
-
-	deparse_init(&scratch, table, relid, &params);
-	return deparse_expr(node, &scratch);
-}
 
 /*
  * key_value returns the key value(s) a qual routes by: "key = x" with x a
@@ -331,7 +124,7 @@ collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntablei
 			info->key_expr = key;
 			info->key_is_array = is_array;
 		}
-		else if (is_pushable((Node *) ri->clause, info->table, baserel->relid))
+		else if (DeparsePushable((Node *) ri->clause, info->table, baserel->relid))
 			info->remote_conds = lappend(info->remote_conds, ri);
 		else
 			info->local_conds = lappend(info->local_conds, ri);
@@ -353,45 +146,14 @@ collegedb_get_paths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 }
 
 /*
- * deparse_where appends " WHERE ..." with the remote quals and the key
- * (as the next parameter), and returns the key's parameter number.
+ * private_list builds a scan's fdw_private (see FdwScanPrivate).
  */
-static int
-deparse_where(Deparse *d, FdwRelInfo *info, List *remote_conds)
-{
-	bool		first = true;
-	int			key_param = 0;
-	ListCell   *lc;
-
-	foreach(lc, remote_conds)
-	{
-		Expr	   *clause = lfirst(lc);
-
-		if (IsA(clause, RestrictInfo))
-			clause = ((RestrictInfo *) clause)->clause;
-		append(d, first ? " WHERE " : " AND ");
-		if (!deparse_expr((Node *) clause, d))
-			elog(ERROR, "a qual that can go to the shards did not deparse");
-		first = false;
-	}
-	if (info->key_expr)
-	{
-		append(d, first ? " WHERE " : " AND ");
-		append_column(d, info->table->key_attno);
-		append(d, " = ");
-		append_param(d, info->key_expr);
-		key_param = list_length(*d->params);
-	}
-	return key_param;
-}
-
 static List *
-private_list(Deparse *d, int key_param, bool key_is_array, bool returning, bool set_processed)
+private_list(FdwDeparse *d, int key_param, bool key_is_array, bool returning, bool set_processed)
 {
 	List	   *out = NIL;
 
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		out = lappend(out, makeString(d->sql[i].data));
+	out = lappend(out, DeparseTexts(d));
 	out = lappend(out, makeInteger(key_param));
 	out = lappend(out, makeBoolean(key_is_array));
 	out = lappend(out, makeBoolean(returning));
@@ -446,7 +208,7 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *params = NIL;
 	List	   *local = extract_actual_clauses(info->local_conds, false);
 	Bitmapset  *used = NULL;
-	Deparse		d;
+	FdwDeparse	d;
 	int			key_param;
 	int64		limit;
 
@@ -457,40 +219,16 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	else if (used == NULL)
 		used = bms_make_singleton(0 - FirstLowInvalidHeapAttributeNumber); /* no column */
 
-	deparse_init(&d, info->table, baserel->relid, &params);
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) i);
-
-		appendStringInfo(&d.sql[i], "SELECT %s FROM %s",
-						 FdwColumnList(info->table, adapter, used),
-						 FdwQualifiedName(info->table, adapter));
-	}
-	key_param = deparse_where(&d, info, info->remote_conds);
+	DeparseInit(&d, info->table, baserel->relid, &params);
+	DeparseSelect(&d, used);
+	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr);
 	limit = pushed_limit(root, baserel, info, local);
 	if (limit >= 0)
-		for (int i = 0; i < CD_DIALECT_COUNT; i++)
-			appendStringInfo(&d.sql[i], " LIMIT " INT64_FORMAT, limit);
+		DeparseLimit(&d, limit);
 
 	return make_foreignscan(tlist, local, baserel->relid, params,
 							private_list(&d, key_param, info->key_is_array, false, false),
 							NIL, NIL, outer_plan);
-}
-
-/*
- * returning_list appends " RETURNING <every column>" where the dialect can
- * (MySQL cannot: its text is left without, and execution refuses it).
- */
-static void
-append_returning(Deparse *d)
-{
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-	{
-		if (i == CD_DIALECT_MYSQL)
-			continue;
-		appendStringInfo(&d->sql[i], " RETURNING %s",
-						 FdwColumnList(d->table, AdapterForDialect((CdDialect) i), NULL));
-	}
 }
 
 /*
@@ -526,7 +264,7 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	RelOptInfo *rel;
 	FdwRelInfo *info;
 	List	   *params = NIL;
-	Deparse		d;
+	FdwDeparse	d;
 	int			key_param;
 	bool		returning = plan->returningLists != NIL;
 
@@ -540,10 +278,8 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	rel = root->simple_rel_array[resultRelation];
 	info = rel->fdw_private;
 
-	deparse_init(&d, info->table, resultRelation, &params);
-	for (int i = 0; i < CD_DIALECT_COUNT; i++)
-		appendStringInfo(&d.sql[i], "%s %s", op == CMD_UPDATE ? "UPDATE" : "DELETE FROM",
-						 FdwQualifiedName(info->table, AdapterForDialect((CdDialect) i)));
+	DeparseInit(&d, info->table, resultRelation, &params);
+	DeparseModify(&d, op);
 
 	if (op == CMD_UPDATE)
 	{
@@ -564,19 +300,19 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot change the key column of a sharded table"),
 						 errhint("Delete the row and insert it under its new key.")));
-			if (!is_pushable((Node *) tle->expr, info->table, resultRelation))
+			if (!DeparsePushable((Node *) tle->expr, info->table, resultRelation))
 				return false;
-			append(&d, first ? " SET " : ", ");
-			append_column(&d, attno);
-			append(&d, " = ");
-			(void) deparse_expr((Node *) tle->expr, &d);
+			DeparseAppend(&d, first ? " SET " : ", ");
+			DeparseColumn(&d, attno);
+			DeparseAppend(&d, " = ");
+			(void) DeparseExpr((Node *) tle->expr, &d);
 			first = false;
 		}
 	}
-	key_param = deparse_where(&d, info, info->remote_conds);
+	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr);
 	ensure_key_or_multi_shard(op, info);
 	if (returning)
-		append_returning(&d);
+		DeparseReturning(&d);
 
 	fscan->operation = op;
 	fscan->resultRelation = resultRelation;

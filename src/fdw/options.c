@@ -12,10 +12,11 @@
  *
  * Two options carry privileges, as in postgres_fdw and file_fdw: only a
  * superuser may set password_required 'false' on a user mapping (it lets
- * a non-superuser connect to a PostgreSQL shard without a password, e.g.
- * as the server's own OS user), and only a superuser or a member of
- * pg_write_server_files may name an SQLite database file (collegedb opens
- * it as the server's OS user).
+ * a non-superuser connect to a shard without a password, e.g. as the
+ * server's own OS user), and only a superuser or a member of
+ * pg_write_server_files may create a server whose options name files on
+ * the front's host (CdCapabilities.server_files: collegedb opens them as
+ * the server's OS user).
  *
  * Only the option names and values are checked here; nothing connects.
  *
@@ -93,7 +94,8 @@ validate_server(List *options)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 					 errmsg("option \"dialect\" is required for a collegedb shard server"),
-					 errhint("Valid dialects are postgres, sqlite and mysql; a router server takes no options.")));
+					 errhint("Valid dialects are %s; a router server takes no options.",
+							 AdapterDialectList("and"))));
 		return;
 	}
 
@@ -101,7 +103,7 @@ validate_server(List *options)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown dialect \"%s\"", defGetString(dialect_def)),
-				 errhint("Valid dialects are postgres, sqlite and mysql.")));
+				 errhint("Valid dialects are %s.", AdapterDialectList("and"))));
 	adapter = AdapterForDialect(dialect);
 
 	foreach(lc, rest)
@@ -117,19 +119,21 @@ validate_server(List *options)
 	}
 	adapter->check_options(rest, ForeignServerRelationId);
 
-	if (dialect == CD_DIALECT_SQLITE && !superuser() &&
+	if (adapter->caps.server_files && !superuser() &&
 		!has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to create or alter an SQLite shard server"),
+				 errmsg("permission denied to create or alter %s shard server", adapter->a_name),
 				 errdetail("collegedb opens the database file as the server's operating-system user."),
-				 errhint("Only superusers and roles with the privileges of pg_write_server_files may name SQLite database files.")));
+				 errhint("Only superusers and roles with the privileges of pg_write_server_files may name %s database files.",
+						 adapter->display_name)));
 }
 
 /*
  * validate_user_mapping checks a user mapping's options.  The mapping does
- * not know its server's dialect: the adapter sees the options at connect
- * time.
+ * not know its server's dialect: it may take what any adapter takes in a
+ * user mapping, and the adapter sees the options at connect time.
+ * password_required is the remote layer's (the password rule).
  */
 static void
 validate_user_mapping(List *options)
@@ -152,13 +156,12 @@ validate_user_mapping(List *options)
 						 errmsg("password_required=false is superuser-only"),
 						 errhint("User mappings with the password_required option set to false may only be created or modified by a superuser.")));
 		}
-		else if (strcmp(def->defname, "user") != 0 &&
-				 strcmp(def->defname, "password") != 0 &&
-				 strcmp(def->defname, "sslpassword") != 0)
+		else if (!AdapterUserMappingOptionOk(def->defname))
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 					 errmsg("invalid option \"%s\" for a collegedb user mapping", def->defname),
-					 errhint("Valid options are user, password, sslpassword and password_required.")));
+					 errhint("Valid options are %s.",
+							 AdapterUserMappingOptions("password_required"))));
 	}
 }
 

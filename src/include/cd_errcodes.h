@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * cd_errcodes.h
- *	  collegedb's own SQLSTATEs, class CD (DESIGN.md section 9).
+ *	  collegedb's own SQLSTATEs, class CD (README.md, "Errors").
  *
  * Every condition collegedb raises on its own account uses one of these;
  * remote errors keep the SQLSTATE the shard gave them.
@@ -27,5 +27,13 @@
 #define ERRCODE_CD_SLOT_MAP_CONFLICT				MAKE_SQLSTATE('C','D','0','1','2')
 #define ERRCODE_CD_TOPOLOGY_UNAVAILABLE				MAKE_SQLSTATE('C','D','0','1','3')
 #define ERRCODE_CD_JOB_FAILED						MAKE_SQLSTATE('C','D','0','1','4')
+
+/*
+ * Internal: what the PostgreSQL shards' collegedb_guard() raises when a key
+ * has moved (CdAdapter.guard_setup); never reaches a client.  The text form
+ * is for the guard's own source and for comparing an adapter's SQLSTATE.
+ */
+#define CD_GUARD_MOVED_SQLSTATE						"CD0M1"
+#define ERRCODE_CD_GUARD_MOVED						MAKE_SQLSTATE('C','D','0','M','1')
 
 #endif							/* COLLEGEDB_CD_ERRCODES_H */

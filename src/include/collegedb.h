@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * collegedb.h
- *	  Declarations shared by collegedb's modules: the module init entry
- *	  points, GUC variables and the names of the extension's objects.
+ *	  Declarations every layer shares: the names of the extension's
+ *	  objects, the GUC variables (guc.c) and shared memory (shmem.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -16,30 +16,40 @@
 /* the extension version whose catalog this library reads and writes */
 #define COLLEGEDB_VERSION		"0.2"
 
-/* guc.c */
+/* guc.c: every GUC, read by every layer */
 extern bool CollegeAllowMultiShardModify;
 extern bool CollegeBestEffort;
 extern int	CollegeCleanupTimeout;
-extern bool CollegeFanoutPartial;
+extern char *CollegeWorkerDatabase;
 extern bool CollegeDebug;
-extern int	CollegeMaxShards;
-extern char *CollegeTargetRegion;
 extern int	CollegeFanoutConcurrency;
+extern bool CollegeFanoutPartial;
 extern int	CollegeFanoutTimeout;
+extern int	CollegeMaxShards;
+extern int	CollegeMoveLease;
+extern int	CollegeMoveMaxAttempts;
+extern char *CollegeTargetRegion;
+extern char *CollegeTestPauseAfterDelivery;
+extern char *CollegeTestPauseAfterStep;
+extern char *CollegeTestPauseInStep;
+extern int	CollegeTopologyTimeout;
 extern void GucInit(void);
 
-/* shmem.c */
+/* shmem.c: shared memory, serving every layer */
+typedef struct ShardActivity
+{
+	char		shard[NAMEDATALEN];
+	uint64		statements;
+	uint64		errors;
+} ShardActivity;
+
 extern void ShmemInit(void);
+extern void ShmemRegister(const char *tranche, Size (*size) (void), void (*init) (void));
 extern bool ShmemIsPreloaded(void);
 extern void EnsurePreloaded(const char *what);
 extern void ShmemCountStatement(const char *shard, bool failed);
+extern ShardActivity *ShmemActivitySnapshot(int *count);
 extern uint64 ShmemRoundRobinTicket(void);
 extern uint64 ShmemRoundRobinPeek(void);
-
-/* remote/connection.c */
-extern void ConnectionInit(void);
-
-/* catalog/shards.c */
-extern void ShardCatalogInit(void);
 
 #endif							/* COLLEGEDB_H */

@@ -159,7 +159,8 @@ mapping_options(Oid userid, Oid serverid, bool *found)
  * password (an empty one counts as none: libpq and libmariadb would then
  * take one from the server's environment or files), and returns whether
  * the adapter must use that password and nothing else of the server's.
- * It covers PostgreSQL and MySQL shards; SQLite files have no login.
+ * It covers the dialects with a login (CdCapabilities.login); SQLite
+ * files have none.
  */
 static bool
 password_rule(Oid userid, const CdShard *shard, List *umopts)
@@ -168,7 +169,7 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 	bool		has_password = false;
 	ListCell   *lc;
 
-	if (shard->dialect == CD_DIALECT_SQLITE || superuser_arg(userid))
+	if (!AdapterForDialect(shard->dialect)->caps.login || superuser_arg(userid))
 		return false;
 	foreach(lc, umopts)
 	{
@@ -193,7 +194,8 @@ password_rule(Oid userid, const CdShard *shard, List *umopts)
 
 /*
  * ConnectionOpen connects an entry to its shard with the server's options
- * and the calling user's mapping.  Raises class 08 naming the shard.
+ * and the calling user's mapping.  Raises the adapter's error (class 08,
+ * or the password rule's 2F003) naming the shard.
  */
 void
 ConnectionOpen(CdConnection *conn, const CdShard *shard)
@@ -206,7 +208,7 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 	CdRemoteError err;
 	int			n = 0;
 
-	if (!has_mapping && shard->dialect != CD_DIALECT_SQLITE)
+	if (!has_mapping && AdapterForDialect(shard->dialect)->caps.login)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("user mapping not found for user \"%s\" on shard \"%s\"",
@@ -225,13 +227,7 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 	memset(&err, 0, sizeof(err));
 	conn->handle = conn->adapter->connect(&info, &err);
 	if (conn->handle == NULL)
-		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-									   err.sqlstate[3], err.sqlstate[4])),
-				 errmsg("could not connect to shard \"%s\"", shard->name),
-				 err.detail ? errdetail_internal("%s: %s", err.message, err.detail) :
-				 errdetail_internal("%s", err.message),
-				 err.hint ? errhint("%s", err.hint) : 0));
+		RemoteRaise(CD_REMOTE_CONNECT, shard->name, conn->adapter, NULL, &err);
 	conn->fresh = true;
 	conn->in_flight = false;
 	conn->invalidated = false;
@@ -379,14 +375,7 @@ commit_remote(CdConnection *conn)
 		}
 		else if (strcmp(err.sqlstate, "40000") == 0)
 			conn->xact_depth = 0;	/* the shard already rolled back */
-		ereport(ERROR,
-				(errcode(err.connection_lost && strcmp(err.sqlstate, "57014") != 0 ?
-						 ERRCODE_CONNECTION_FAILURE :
-						 MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-									   err.sqlstate[3], err.sqlstate[4])),
-				 errmsg("could not commit on shard \"%s\": %s", conn->shard, err.message),
-				 err.detail ? errdetail_internal("%s", err.detail) : 0,
-				 err.hint ? errhint("%s", err.hint) : 0));
+		RemoteRaise(CD_REMOTE_COMMIT, conn->shard, conn->adapter, NULL, &err);
 	}
 	conn->in_flight = false;
 	conn->xact_depth = 0;
@@ -404,17 +393,17 @@ ConnectionCommitNow(CdConnection *conn)
 }
 
 /*
- * ConnectionUndoGuard cleans up after a PostgreSQL guard found the key
- * moved: the failed guard aborted the remote transaction (or, when it was
- * open before, the guard's savepoint), which is undone here.
+ * ConnectionUndoGuard cleans up after a pipelined guard (guard_setup) found
+ * the key moved: the failed guard aborted the remote transaction (or, when
+ * it was open before, the guard's savepoint), which is undone here.
  */
 void
 ConnectionUndoGuard(CdConnection *conn, bool was_open)
 {
 	if (was_open)
 	{
-		if (!run_control(conn, "ROLLBACK TO SAVEPOINT collegedb_guard") ||
-			!run_control(conn, "RELEASE SAVEPOINT collegedb_guard"))
+		if (!run_control(conn, conn->adapter->guard_rollback_to) ||
+			!run_control(conn, conn->adapter->guard_release))
 			conn->doomed = true;
 		return;
 	}
@@ -554,11 +543,7 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				if (err.connection_lost)
 					ConnectionClose(conn);
 				hash_seq_term(&scan);
-				ereport(ERROR,
-						(errcode(MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-											   err.sqlstate[3], err.sqlstate[4])),
-						 errmsg("could not release savepoint on shard \"%s\": %s",
-								conn->shard, err.message)));
+				RemoteRaise(CD_REMOTE_RELEASE, conn->shard, conn->adapter, NULL, &err);
 			}
 			conn->in_flight = false;
 		}
@@ -685,7 +670,7 @@ ConnectionStatusList(int *count)
 			continue;
 		strlcpy(out[n].shard, conn->shard, NAMEDATALEN);
 		out[n].userid = conn->key.userid;
-		out[n].dialect = conn->adapter->dialect;
+		out[n].dialect = conn->adapter->name;
 		out[n].valid = !conn->invalidated && !conn->doomed;
 		out[n].in_transaction = conn->xact_depth > 0;
 		n++;

@@ -32,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 
+#include "cd_errcodes.h"
 #include "collegedb.h"
 #include "remote/connection_internal.h"
 
@@ -42,7 +43,7 @@
 bool
 RemoteStatementWritesOn(const CdShard *shard, const char *sql)
 {
-	return !AdapterForDialect(shard->dialect)->scan(sql).read_only;
+	return !AdapterScan(AdapterForDialect(shard->dialect), sql).read_only;
 }
 
 /*
@@ -55,7 +56,7 @@ RemoteStatementWritesOn(const CdShard *shard, const char *sql)
 bool
 RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql)
 {
-	bool		dialects[CD_DIALECT_COUNT] = {false, false, false};
+	bool		dialects[CD_MAX_DIALECTS] = {false};
 	bool		any = false;
 
 	if (n == 0)
@@ -73,9 +74,9 @@ RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql)
 		dialects[shards[i]->dialect] = true;
 		any = true;
 	}
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int d = 0; d < AdapterCount(); d++)
 		if ((dialects[d] || !any) &&
-			!AdapterForDialect((CdDialect) d)->scan(sql).read_only)
+			!AdapterScan(AdapterForDialect(d), sql).read_only)
 			return true;
 	return false;
 }
@@ -107,7 +108,7 @@ statement_problem(const CdShard *shard, const char *sql, int nparams, int flags,
 								   adapter->name, adapter->max_params);
 		return false;
 	}
-	*shape = adapter->scan(sql);
+	*shape = AdapterScan(adapter, sql);
 	if (shape->empty)
 	{
 		problem->sqlerrcode = ERRCODE_SYNTAX_ERROR;
@@ -171,36 +172,6 @@ commits_implicitly(const CdAdapter *adapter, const CdStatementShape *shape)
 	return false;
 }
 
-#define ERRSTATE_CLASS_IS_08(code) (ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
-
-/*
- * raise_remote_error re-raises a shard's error with its SQLSTATE, message,
- * detail and hint, plus a context line naming the shard and the statement.
- */
-static void
-raise_remote_error(const CdShard *shard, const char *sql, const CdRemoteError *err)
-{
-	int			code = MAKE_SQLSTATE(err->sqlstate[0], err->sqlstate[1],
-									 err->sqlstate[2], err->sqlstate[3],
-									 err->sqlstate[4]);
-
-	/* whatever the shard said last, the client needs to know it is class 08 */
-	if (err->connection_lost)
-		ereport(ERROR,
-				(errcode(ERRSTATE_CLASS_IS_08(code) ? code : ERRCODE_CONNECTION_FAILURE),
-				 errmsg("lost connection to shard \"%s\"", shard->name),
-				 errdetail_internal("%s", err->message),
-				 errcontext("shard \"%s\" (%s): %s", shard->name,
-							AdapterDialectName(shard->dialect), sql)));
-	ereport(ERROR,
-			(errcode(code),
-			 errmsg_internal("%s", err->message),
-			 err->detail ? errdetail_internal("%s", err->detail) : 0,
-			 err->hint ? errhint("%s", err->hint) : 0,
-			 errcontext("shard \"%s\" (%s): %s", shard->name,
-						AdapterDialectName(shard->dialect), sql)));
-}
-
 /*
  * StatementTryPrepare checks a statement for 'shard' and fills 'st'
  * (nothing is sent yet); false with *problem filled when the statement
@@ -223,7 +194,9 @@ StatementTryPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 	st->params = params;
 	st->is_write = is_write;
 	st->flags = flags | (is_write ? 0 : CD_EXEC_READ);
-	st->autocommit_only = commits_implicitly(AdapterForDialect(shard->dialect), &shape);
+	/* a dialect without transactions runs everything in its autocommit */
+	st->autocommit_only = !AdapterForDialect(shard->dialect)->caps.transactions ||
+		commits_implicitly(AdapterForDialect(shard->dialect), &shape);
 	st->level = GetCurrentTransactionNestLevel();
 	return true;
 }
@@ -290,6 +263,15 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 			problem->sqlerrcode = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
 			problem->message = psprintf("too many nested subtransactions to open on shard \"%s\"",
 										st->shard->name);
+			return false;
+		}
+		if (st->level > Max(conn->xact_depth, 1) && !conn->adapter->caps.savepoints)
+		{
+			problem->sqlerrcode = ERRCODE_FEATURE_NOT_SUPPORTED;
+			problem->message = psprintf("cannot open a subtransaction on %s shard \"%s\"",
+										conn->adapter->name, st->shard->name);
+			problem->detail = psprintf("%s shards have no savepoints.",
+									   conn->adapter->display_name);
 			return false;
 		}
 		/* conn->xact_depth follows at StatementFinish, once the shard answered */
@@ -367,7 +349,8 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 void
 StatementRaise(CdStatement *st)
 {
-	raise_remote_error(st->shard, st->sql, &st->err);
+	RemoteRaise(CD_REMOTE_STATEMENT, st->shard->name, AdapterForDialect(st->shard->dialect),
+				st->sql, &st->err);
 }
 
 /*
@@ -425,141 +408,6 @@ RemoteExecuteInternal(const CdShard *shard, const char *sql, int nparams,
 
 	StatementPrepare(&st, shard, sql, nparams, params, is_write, CD_EXEC_INTERNAL);
 	return execute(&st, sink);
-}
-
-/* SQLSTATE the PostgreSQL guard raises when the key has moved */
-#define GUARD_MOVED_SQLSTATE "CD0M1"
-
-/* a lookup of a key's tombstone, the same in every dialect */
-#define TOMBSTONE_SQL "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1"
-
-static CdParam
-key_param(const char *key, int key_len)
-{
-	CdParam		p;
-
-	memset(&p, 0, sizeof(p));
-	p.kind = CD_VALUE_TEXT;
-	p.typid = TEXTOID;
-	p.str = key;
-	p.len = key_len;
-	return p;
-}
-
-/*
- * ensure_key_fits refuses a guarded write of a key longer than the shard's
- * tombstone table can hold (MySQL's VARCHAR): its tombstone would be
- * stored cut short, and the guard would never find it.
- */
-static void
-ensure_key_fits(const CdShard *shard, const CdAdapter *adapter, const char *key,
-				int key_len)
-{
-	int			chars;
-
-	if (adapter->max_key_length <= 0)
-		return;
-	chars = pg_mbstrlen_with_len(key, key_len);
-	if (chars > adapter->max_key_length)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("key is too long for %s shard \"%s\"", adapter->name, shard->name),
-				 errdetail("The shard's tombstone table holds keys of at most %d characters; this key has %d.",
-						   adapter->max_key_length, chars)));
-}
-
-/*
- * RemoteExecuteGuarded runs a write for 'key' on 'shard' unless the key
- * has moved away from it (DESIGN.md 6): together with a check of the key's
- * tombstone, under the key's lock, in the shard's transaction.  When the
- * key has moved, nothing is written, *moved_to names the destination, and
- * the shard's transaction is as before.
- *
- * PostgreSQL: the guard function travels in the statement's pipeline (one
- * round trip); when it finds a tombstone it fails, the pipeline stops
- * before the statement, and the remote transaction is rolled back (or, if
- * it was open before, back to a savepoint taken with the guard).  Others:
- * the guard query (a locking read on MySQL, under SQLite's write lock)
- * runs first and the statement only when it returns nothing.
- */
-int64
-RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
-					 const char *sql, int nparams, const CdParam *params,
-					 CdRowSink *sink, char **moved_to)
-{
-	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-	CdParam		kp = key_param(pnstrdup(key, key_len), key_len);
-	CdStatement st;
-
-	*moved_to = NULL;
-	ensure_key_fits(shard, adapter, key, key_len);
-	StatementPrepare(&st, shard, sql, nparams, params, true, 0);
-	for (int attempt = 0;; attempt++)
-	{
-		bool		ok;
-
-		StatementBegin(&st);
-		if (adapter->guard_setup)
-		{
-			char	   *guard = psprintf(adapter->guard_setup, quote_literal_cstr(kp.str));
-
-			if (st.was_open)
-				st.setup[st.nsetup++] = "SAVEPOINT collegedb_guard";
-			st.setup[st.nsetup++] = guard;
-			if (st.was_open)
-				st.setup[st.nsetup++] = "RELEASE SAVEPOINT collegedb_guard";
-			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
-							   nparams, params, st.flags, sink, &st.rows, &st.err);
-			if (!ok && strcmp(st.err.sqlstate, GUARD_MOVED_SQLSTATE) == 0)
-			{
-				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
-				(void) StatementFinish(&st, true, attempt);
-				ConnectionUndoGuard(st.conn, st.was_open);
-				return 0;
-			}
-		}
-		else
-		{
-			CaptureRowSink found;
-
-			CaptureRowSinkInit(&found);
-			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, adapter->guard_query,
-							   1, &kp, CD_EXEC_INTERNAL, &found.base, &st.rows, &st.err);
-			if (ok && found.rows != NIL)
-			{
-				CdParam    *row = linitial(found.rows);
-
-				*moved_to = pstrdup(row[0].str ? row[0].str : "");
-				(void) StatementFinish(&st, true, attempt);
-				return 0;
-			}
-			if (ok)
-				ok = adapter->exec(st.conn->handle, 0, NULL, sql, nparams, params,
-								   st.flags, sink, &st.rows, &st.err);
-		}
-		if (StatementFinish(&st, ok, attempt))
-			continue;
-		if (ok)
-			return st.rows;
-		StatementRaise(&st);
-	}
-}
-
-/*
- * RemoteTombstone returns where a key moved to from 'shard', NULL when it
- * has no tombstone there.
- */
-char *
-RemoteTombstone(const CdShard *shard, const char *key, int key_len)
-{
-	CdParam		kp = key_param(pnstrdup(key, key_len), key_len);
-	CaptureRowSink found;
-
-	CaptureRowSinkInit(&found);
-	(void) RemoteExecuteInternal(shard, TOMBSTONE_SQL, 1, &kp, &found.base, false);
-	if (found.rows == NIL)
-		return NULL;
-	return pstrdup(((CdParam *) linitial(found.rows))[0].str);
 }
 
 /*

@@ -54,9 +54,6 @@ typedef struct FanoutWork
 	CdFanoutShard *out;
 	CdFanoutKind kind;
 	FanoutState state;
-	const char *sql;			/* the shard's current statement */
-	int			nparams;
-	const CdParam *params;
 	CdStatement st;
 	int			attempt;
 	CdPollResult waiting;		/* READ or WRITE while running */
@@ -65,34 +62,41 @@ typedef struct FanoutWork
 
 static void ended(FanoutWork *w);
 
+/*
+ * fail records a shard's failure: its SQLSTATE, message, detail and hint.
+ */
 static void
-fail(FanoutWork *w, const char *sqlstate, const char *message)
+fail(FanoutWork *w, const char *sqlstate, const char *message, const char *detail,
+	 const char *hint)
 {
 	w->out->ok = false;
 	w->out->error = pstrdup(message);
+	w->out->detail = detail ? pstrdup(detail) : NULL;
+	w->out->hint = hint ? pstrdup(hint) : NULL;
 	strlcpy(w->out->sqlstate, sqlstate, sizeof(w->out->sqlstate));
 	ended(w);
 }
 
 /*
- * prepare checks a shard's current statement and queues it; a statement
- * the shard refuses before it is sent fails there alone.
+ * prepare checks a shard's statement 'sql' and queues it; a statement the
+ * shard refuses before it is sent fails there alone.
  */
 static void
-prepare(FanoutWork *w)
+prepare(FanoutWork *w, const char *sql, int nparams, const CdParam *params)
 {
 	const CdShard *shard = w->out->shard;
 	bool		is_write = w->kind == CD_FANOUT_WRITE || w->kind == CD_FANOUT_AUTOCOMMIT ||
-		(w->kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, w->sql));
+		(w->kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
 	CdStatementProblem problem;
 
 	w->state = FANOUT_QUEUED;
 	w->attempt = 0;
-	if (!StatementTryPrepare(&w->st, shard, w->sql, w->nparams, w->params, is_write,
+	if (!StatementTryPrepare(&w->st, shard, sql, nparams, params, is_write,
 							 w->kind == CD_FANOUT_AUTOCOMMIT ? CD_EXEC_INTERNAL : 0,
 							 &problem))
 	{
-		fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+		fail(w, unpack_sql_state(problem.sqlerrcode), problem.message,
+			 problem.detail, problem.hint);
 		return;
 	}
 	/* it commits on its own: no remote transaction is opened for it */
@@ -107,14 +111,18 @@ prepare(FanoutWork *w)
 static void
 ended(FanoutWork *w)
 {
+	CdFanoutShard *out = w->out;
+
 	w->state = FANOUT_DONE;
-	if (w->out->next == NULL || !w->out->next(w->out))
+	if (out->next == NULL || !out->next(out))
 		return;
-	w->sql = w->out->sql;
-	w->nparams = w->out->nparams;
-	w->params = w->out->params;
-	w->out->timed_out = false;
-	prepare(w);
+	out->ok = false;
+	out->timed_out = false;
+	out->rows = 0;
+	out->error = NULL;
+	out->detail = NULL;
+	out->hint = NULL;
+	prepare(w, out->sql, out->nparams, out->params);
 }
 
 /*
@@ -165,7 +173,8 @@ finish(FanoutWork *w, bool ok, int64 rows)
 		return;
 	}
 	undo_failure(w);
-	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st));
+	fail(w, w->st.err.connection_lost ? "08006" : w->st.err.sqlstate, error_text(&w->st),
+		 w->st.err.connection_lost ? NULL : w->st.err.detail, w->st.err.hint);
 }
 
 /*
@@ -199,7 +208,8 @@ start(FanoutWork *w, int timeout_ms)
 
 		if (!StatementTryBegin(&w->st, &problem))
 		{
-			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message);
+			fail(w, unpack_sql_state(problem.sqlerrcode), problem.message,
+				 problem.detail, problem.hint);
 			return;
 		}
 	}
@@ -209,23 +219,24 @@ start(FanoutWork *w, int timeout_ms)
 
 		if (!RemoteTry(begin_one, &w->st, &failure))
 		{
-			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message);
+			fail(w, unpack_sql_state(failure->sqlerrcode), failure->message,
+				 failure->detail, failure->hint);
 			return;
 		}
 	}
 
 	if (adapter->send == NULL)
 	{
-		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup, w->sql,
-									   w->nparams, w->params, w->st.flags, w->out->sink,
-									   &w->st.rows, &w->st.err);
+		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup,
+									   w->st.sql, w->st.nparams, w->st.params, w->st.flags,
+									   w->out->sink, &w->st.rows, &w->st.err);
 
 		finish(w, ok, w->st.rows);
 		return;
 	}
 
-	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, w->sql,
-					   w->nparams, w->params, w->st.flags, &w->st.err))
+	if (!adapter->send(w->st.conn->handle, w->st.nsetup, w->st.setup, w->st.sql,
+					   w->st.nparams, w->st.params, w->st.flags, &w->st.err))
 	{
 		finish(w, false, 0);
 		return;
@@ -324,7 +335,7 @@ progress(FanoutWork *work, int n)
 			(void) StatementFinish(&w->st, false, 1);
 			w->out->timed_out = true;
 			fail(w, "57014", psprintf("timeout after %d ms on shard \"%s\"",
-									  CollegeFanoutTimeout, w->out->shard->name));
+									  CollegeFanoutTimeout, w->out->shard->name), NULL, NULL);
 		}
 		else
 			w->waiting = r;
@@ -332,12 +343,13 @@ progress(FanoutWork *work, int n)
 }
 
 /*
- * FanoutRun runs 'sql' (or each shard's own statements) on every shard of
- * 'shards' (their rows to each one's sink) and fills in each one's
- * outcome.  'kind' says whether it is a read, a write, whatever each
- * shard's dialect classifies it as, or collegedb's own writes committed
- * on each shard at once.  Errors of a shard are reported in its outcome;
- * only interrupts and errors of the front are raised.
+ * FanoutRun runs 'sql' (or each shard's own statements, CdFanoutShard.sql
+ * and .next) on every shard of 'shards' (their rows to each one's sink)
+ * and fills in each one's outcome.  'kind' says whether it is a read, a
+ * write, whatever each shard's dialect classifies it as, or collegedb's
+ * own writes committed on each shard at once.  Errors of a shard are
+ * reported in its outcome; only interrupts and errors of the front are
+ * raised.
  */
 void
 FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
@@ -356,18 +368,29 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	{
 		work[i].out = &shards[i];
 		work[i].kind = kind;
-		work[i].sql = shards[i].sql ? shards[i].sql : sql;
-		work[i].nparams = shards[i].sql ? shards[i].nparams : nparams;
-		work[i].params = shards[i].sql ? shards[i].params : params;
+		work[i].state = FANOUT_DONE;
 		shards[i].ok = false;
 		shards[i].timed_out = false;
 		shards[i].rows = 0;
 		shards[i].error = NULL;
-		prepare(&work[i]);
+		shards[i].detail = NULL;
+		shards[i].hint = NULL;
 	}
 
 	PG_TRY();
 	{
+		/* a shard's own statement takes the fan-out's parameters unless it has some */
+		for (int i = 0; i < n; i++)
+		{
+			CdFanoutShard *out = &shards[i];
+
+			if (out->sql == NULL)
+				prepare(&work[i], sql, nparams, params);
+			else if (out->nparams == 0)
+				prepare(&work[i], out->sql, nparams, params);
+			else
+				prepare(&work[i], out->sql, out->nparams, out->params);
+		}
 		for (;;)
 		{
 			int			running = 0;
@@ -421,26 +444,22 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	CurrentResourceOwner = owner;
 }
 
+
 /*
- * FanoutReadSet returns the shards a read reaches: every registered shard
- * that still has its server (active, draining and retired alike), in name
- * order, as a palloc'd array.
+ * FanoutRaise raises a shard's failure as the front's error (RemoteRaise),
+ * with 'hint' when the failure has none, and 'sql' as the statement.
  */
-const CdShard **
-FanoutReadSet(int *count)
+void
+FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
 {
-	List	   *all = ShardList();
-	const CdShard **out = palloc(sizeof(CdShard *) * Max(list_length(all), 1));
-	int			n = 0;
-	ListCell   *lc;
+	CdRemoteError err;
 
-	foreach(lc, all)
-	{
-		const CdShard *shard = lfirst(lc);
-
-		if (OidIsValid(shard->serverid))
-			out[n++] = shard;
-	}
-	*count = n;
-	return out;
+	memset(&err, 0, sizeof(err));
+	strlcpy(err.sqlstate, shard->sqlstate, sizeof(err.sqlstate));
+	err.message = shard->error;
+	err.detail = shard->detail;
+	err.hint = shard->hint ? shard->hint : (char *) hint;
+	RemoteRaise(CD_REMOTE_STATEMENT, shard->shard->name,
+				AdapterForDialect(shard->shard->dialect),
+				shard->sql ? shard->sql : sql, &err);
 }

@@ -13,9 +13,10 @@
 /*
  * One shard of a fan-out: what to run there, and how it went.
  *
- * 'sql', when set, is this shard's statement (with 'nparams'/'params')
- * instead of the fan-out's.  'next', when set, is called each time one of
- * the shard's statements ended (ok, rows, error and sqlstate filled in);
+ * 'sql', when set, is this shard's statement instead of the fan-out's,
+ * with 'nparams'/'params' (when 'nparams' is 0, the fan-out's).  'next', when set, is called each time one of
+ * the shard's statements ended (ok, rows, error, detail, hint and sqlstate
+ * filled in);
  * it may set the shard's following statement in 'sql'/'nparams'/'params'
  * and return true to have it run on the same connection right away, so
  * that a slow shard holds up no other shard's sequence.  'arg' is the
@@ -26,7 +27,7 @@ struct CdFanoutShard
 {
 	const CdShard *shard;
 	CdRowSink  *sink;			/* its rows (NULL: none) */
-	const char *sql;
+	const char *sql;			/* its statement (NULL: the fan-out's) */
 	int			nparams;
 	const CdParam *params;
 	bool		(*next) (CdFanoutShard *self);
@@ -35,7 +36,9 @@ struct CdFanoutShard
 	bool		ok;
 	bool		timed_out;
 	int64		rows;			/* affected or returned */
-	char	   *error;			/* when !ok */
+	char	   *error;			/* when !ok: the message */
+	char	   *detail;			/* when !ok, or NULL */
+	char	   *hint;			/* when !ok, or NULL */
 	char		sqlstate[6];	/* when !ok */
 };
 
@@ -52,6 +55,7 @@ typedef enum CdFanoutKind
 
 extern void FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 					  const CdParam *params, CdFanoutKind kind);
-extern const CdShard **FanoutReadSet(int *count);
+extern void FanoutRaise(const CdFanoutShard *shard, const char *sql, const char *hint)
+			pg_attribute_noreturn();
 
 #endif							/* COLLEGEDB_FANOUT_H */

@@ -23,6 +23,7 @@
 /* connection.c */
 typedef struct CdConnection CdConnection;
 
+extern void ConnectionInit(void);
 extern CdConnection *ConnectionGet(const CdShard *shard);
 extern bool ConnectionIsOpen(const CdShard *shard);
 extern bool ConnectionDisconnect(const char *shard);
@@ -32,12 +33,24 @@ typedef struct CdConnectionStatus
 {
 	char		shard[NAMEDATALEN];
 	Oid			userid;
-	CdDialect	dialect;
+	const char *dialect;
 	bool		valid;
 	bool		in_transaction;
 } CdConnectionStatus;
 
 extern CdConnectionStatus *ConnectionStatusList(int *count);
+
+/* errors.c */
+typedef enum CdRemoteOp
+{
+	CD_REMOTE_STATEMENT = 0,	/* a statement: the shard's own message */
+	CD_REMOTE_CONNECT,			/* "could not connect to shard" */
+	CD_REMOTE_COMMIT,			/* "could not commit on shard" */
+	CD_REMOTE_RELEASE			/* "could not release savepoint on shard" */
+} CdRemoteOp;
+
+extern void RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
+						const char *sql, const CdRemoteError *err) pg_attribute_noreturn();
 
 /* execute.c */
 extern int64 RemoteExecute(const CdShard *shard, const char *sql,
@@ -113,11 +126,7 @@ typedef struct CaptureRowSink
 extern void CaptureRowSinkInit(CaptureRowSink *sink);
 extern void ValuesCellToParam(const CdCell *cell, CdParam *param);
 
-/* execute.c: guarded writes and tombstones */
-extern int64 RemoteExecuteGuarded(const CdShard *shard, const char *key, int key_len,
-								  const char *sql, int nparams, const CdParam *params,
-								  CdRowSink *sink, char **moved_to);
-extern char *RemoteTombstone(const CdShard *shard, const char *key, int key_len);
+/* execute.c */
 extern void RemoteCommitNow(const CdShard *shard);
 
 #endif							/* COLLEGEDB_REMOTE_H */

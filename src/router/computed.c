@@ -57,7 +57,7 @@ RouterComputedCandidates(const char *key, int key_len, const CdShard **candidate
 		if (shard == NULL || !OidIsValid(shard->serverid))
 			continue;
 		for (int i = 0; i < n && !seen; i++)
-			seen = candidates[i] == shard;
+			seen = ShardIs(candidates[i], shard);
 		if (!seen)
 		{
 			epochs[n] = epoch->number;

@@ -6,7 +6,7 @@
  *
  * Writes are guarded: they never land on a shard the key has moved away
  * from, and follow its tombstone instead; reads that find nothing follow
- * tombstones too, up to ROUTER_MAX_HOPS moves.
+ * tombstones too, up to ROUTER_MAX_HOPS moves (the trail is locate.c's).
  *
  * Under KV placement, and for a key with an exception, that is one shard.
  * Under computed placement a key may live on any of its owners by epoch:
@@ -24,119 +24,11 @@
 #include "postgres.h"
 
 #include "catalog/tables.h"
-#include "collegedb.h"
 #include "cd_errcodes.h"
+#include "collegedb.h"
 #include "remote/remote.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
-
-/*
- * RouterKeyMatch returns the adapter's byte-for-byte comparison of a
- * (quoted) column with parameter $n.
- */
-char *
-RouterKeyMatch(const CdAdapter *adapter, const char *quoted_column, int n)
-{
-	return psprintf(adapter->key_match ? adapter->key_match : "%1$s = $%2$d", quoted_column, n);
-}
-
-/*
- * RouterProbeKey returns the index of the first shard that holds the key
- * in any registered table, -1 when none does (or no table is registered).
- * Keys compare byte for byte.
- */
-int
-RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n)
-{
-	List	   *tables = RegisteredTables();
-	CdParam		param;
-	ListCell   *lc;
-
-	if (tables == NIL)
-		return -1;
-	memset(&param, 0, sizeof(param));
-	param.kind = CD_VALUE_TEXT;
-	param.typid = InvalidOid;	/* the key column's type */
-	param.str = pnstrdup(key, key_len);
-	param.len = key_len;
-
-	for (int i = 0; i < n; i++)
-	{
-		const CdAdapter *adapter = AdapterForDialect(shards[i]->dialect);
-
-		foreach(lc, tables)
-		{
-			CdTable    *table = lfirst(lc);
-			char	   *sql = psprintf("SELECT 1 FROM %s WHERE %s LIMIT 1",
-									   adapter->quote_ident(table->name),
-									   RouterKeyMatch(adapter, adapter->quote_ident(table->key_column), 1));
-
-			if (RemoteExecuteInternal(shards[i], sql, 1, &param, NULL, false) > 0)
-				return i;
-		}
-	}
-	return -1;
-}
-
-/*
- * hop_target returns the registered shard a tombstone points at; a
- * destination that is not a registered shard ends the trail.
- */
-static const CdShard *
-hop_target(const char *moved_to, int hops)
-{
-	const CdShard *next = ShardLookupOptional(moved_to);
-
-	if (next == NULL || !OidIsValid(next->serverid))
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_TOMBSTONE_HOPS_EXCEEDED),
-				 errmsg("a tombstone points at \"%s\", which is not a registered shard", moved_to),
-				 errdetail("The key was followed across %d move%s.", hops, hops == 1 ? "" : "s")));
-	if (hops > ROUTER_MAX_HOPS)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_TOMBSTONE_HOPS_EXCEEDED),
-				 errmsg("key moved more than %d times without its mapping catching up", ROUTER_MAX_HOPS),
-				 errhint("The mapping will follow once the moves finish; or read with collegedb.best_effort.")));
-	return next;
-}
-
-/*
- * RouterFollowTombstones returns the shard a key's tombstone trail ends on,
- * starting at 'shard' (itself when there is none); *hops gets its length.
- */
-const CdShard *
-RouterFollowTombstones(const CdShard *shard, const char *key, int key_len, int *hops)
-{
-	char	   *moved_to;
-
-	*hops = 0;
-	while ((moved_to = RemoteTombstone(shard, key, key_len)) != NULL)
-		shard = hop_target(moved_to, ++(*hops));
-	return shard;
-}
-
-/* one step of a tombstone trail (follow_one) */
-typedef struct TrailStep
-{
-	const CdShard *shard;		/* in: where to look; out: where it leads */
-	const char *key;
-	int			key_len;
-	int			hops;
-	char	   *moved_to;		/* out: NULL when there is no tombstone */
-} TrailStep;
-
-/*
- * follow_one looks for the key's tombstone on step->shard and follows it
- * one hop.
- */
-static void
-follow_one(void *arg)
-{
-	TrailStep  *step = arg;
-
-	step->moved_to = RemoteTombstone(step->shard, step->key, step->key_len);
-	if (step->moved_to != NULL)
-		step->shard = hop_target(step->moved_to, ++step->hops);
-}
 
 /*
  * read_following runs a read on 'shard'; when it returns no rows and the
@@ -154,7 +46,7 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *c
 
 	for (;;)
 	{
-		TrailStep	step;
+		RouterTrailStep step;
 
 		rows = RemoteExecute(shard, sql[shard->dialect], nparams, params, sink, false);
 		*answered = shard;
@@ -167,7 +59,7 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *c
 		step.hops = hops;
 		step.moved_to = NULL;
 		if (!CollegeBestEffort)
-			follow_one(&step);
+			RouterFollowOne(&step);
 
 		/*
 		 * Best effort: a failed lookup or a broken trail is "no rows".  The
@@ -178,7 +70,7 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *c
 		 * cancel or statement_timeout is re-thrown, never taken for a
 		 * failure.
 		 */
-		else if (!RemoteTry(follow_one, &step, NULL))
+		else if (!RemoteTry(RouterFollowOne, &step, NULL))
 			return 0;
 		if (step.moved_to == NULL)
 			return rows;
@@ -200,12 +92,12 @@ write_following(const CdShard *shard, const char *key, int key_len, const char *
 	for (;;)
 	{
 		char	   *moved_to;
-		int64		rows = RemoteExecuteGuarded(shard, key, key_len, sql[shard->dialect],
+		int64		rows = TombstoneExecuteGuarded(shard, key, key_len, sql[shard->dialect],
 												nparams, params, sink, &moved_to);
 
 		if (moved_to == NULL)
 			return rows;
-		shard = hop_target(moved_to, ++hops);
+		shard = RouterTombstoneHop(moved_to, ++hops);
 	}
 }
 
@@ -234,7 +126,7 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 								  sink, &answered);
 			if (rows > 0)
 			{
-				if (route.source == CD_ROUTE_COMPUTED && answered != route.candidates[0])
+				if (route.source == CD_ROUTE_COMPUTED && !ShardIs(answered, route.candidates[0]))
 					RouterRecordException(key, key_len, answered);
 				break;
 			}
@@ -275,9 +167,9 @@ int64
 RouterExecute(const char *key, int key_len, const char *sql, int nparams,
 			  const CdParam *params, CdRowSink *sink, bool is_write)
 {
-	const char *same[CD_DIALECT_COUNT];
+	const char *same[CD_MAX_DIALECTS];
 
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int d = 0; d < AdapterCount(); d++)
 		same[d] = sql;
 	return RouterExecuteDialects(key, key_len, same, nparams, params, sink, is_write);
 }

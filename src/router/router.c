@@ -26,7 +26,6 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/sha2.h"
-#include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -37,6 +36,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
+#include "catalog/journal.h"
 #include "catalog/mappings.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
@@ -290,39 +290,19 @@ single_route(const CdShard *shard, CdRouteSource source)
 static void
 narrow_to_moving_source(CdRoute *route, const char *stored)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(stored)};
 	char	   *source = NULL;
-	MemoryContext caller = CurrentMemoryContext;
-	CdCatalogAccess access;
 
 	if (moves_known == 0)
 		return;
 	RouterCatalogReads++;
-	CatalogAccessBegin(&access);
-	SPI_connect();
 	if (moves_known < 0)
 	{
 		if (!OidIsValid(move_relid))
 			move_relid = get_relname_relid("move", get_namespace_oid(COLLEGEDB_SCHEMA, false));
-		if (SPI_execute("SELECT 1 FROM collegedb.move WHERE step NOT IN ('done', 'failed') "
-						"AND step IN ('journaled', 'copied') LIMIT 1", true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read the moves");
-		moves_known = SPI_processed > 0;
+		moves_known = JournalAnyMoveBeforeSource();
 	}
 	if (moves_known > 0)
-	{
-		if (SPI_execute_with_args("SELECT source FROM collegedb.move WHERE key = $1 "
-								  "AND step NOT IN ('done', 'failed') "
-								  "AND step IN ('journaled', 'copied')",
-								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read the moves");
-		if (SPI_processed == 1)
-			source = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0],
-															  SPI_tuptable->tupdesc, 1));
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
+		source = JournalMovingSource(stored);
 	if (source == NULL)
 		return;
 	for (int i = 0; i < route->ncandidates; i++)

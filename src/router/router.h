@@ -62,17 +62,32 @@ extern int	RouterComputedCandidates(const char *key, int key_len,
 									 const CdShard **candidates, int *epochs);
 extern int	RouterPublishEligibility(List **eligible, bool *published);
 
-/* routed.c */
+/* locate.c */
 #define ROUTER_MAX_HOPS 4
+
+/* one step of a key's tombstone trail (RouterFollowOne) */
+typedef struct RouterTrailStep
+{
+	const CdShard *shard;		/* in: where to look; out: where it leads */
+	const char *key;
+	int			key_len;
+	int			hops;
+	char	   *moved_to;		/* out: NULL when there is no tombstone */
+} RouterTrailStep;
+
+extern int	RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n);
+extern const CdShard *RouterTombstoneHop(const char *moved_to, int hops);
 extern const CdShard *RouterFollowTombstones(const CdShard *shard, const char *key,
 											 int key_len, int *hops);
+extern void RouterFollowOne(void *arg);
+extern const CdShard *RouterLocateKey(const char *key);
+
+/* routed.c */
 extern int64 RouterExecute(const char *key, int key_len, const char *sql,
 						   int nparams, const CdParam *params,
 						   CdRowSink *sink, bool is_write);
 extern int64 RouterExecuteDialects(const char *key, int key_len, const char *const *sql,
 								   int nparams, const CdParam *params,
 								   CdRowSink *sink, bool is_write);
-extern int	RouterProbeKey(const char *key, int key_len, const CdShard *const *shards, int n);
-extern char *RouterKeyMatch(const CdAdapter *adapter, const char *quoted_column, int n);
 
 #endif							/* COLLEGEDB_ROUTER_H */

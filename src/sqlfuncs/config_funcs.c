@@ -4,8 +4,8 @@
  *	  collegedb.configure(): the persistent settings.
  *
  * The checks and the update of collegedb.config are the PL/pgSQL function
- * collegedb.apply_settings() (in the extension script), run here with the
- * catalog owner's rights.  configure() itself is C and SECURITY INVOKER
+ * collegedb.apply_settings() (in the extension script), run by ConfigApply
+ * with the catalog owner's rights.  configure() itself is C and SECURITY INVOKER
  * for one reason: it must know who calls it.  The eligibility predicate is
  * code its configurer chose, and it runs as that role (see
  * RouterShardEligible); a SECURITY DEFINER function sees only its owner,
@@ -25,6 +25,7 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 
+#include "catalog/config.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 
@@ -64,7 +65,6 @@ collegedb_configure(PG_FUNCTION_ARGS)
 	Oid			types[CONFIGURE_NARGS + 1];
 	Datum		values[CONFIGURE_NARGS + 1];
 	char		nulls[CONFIGURE_NARGS + 2];
-	NullableDatum switched;
 
 	if (!PG_ARGISNULL(CONFIGURE_ARG_ELIGIBLE))
 	{
@@ -85,12 +85,8 @@ collegedb_configure(PG_FUNCTION_ARGS)
 	nulls[CONFIGURE_NARGS] = PG_ARGISNULL(CONFIGURE_ARG_ELIGIBLE) ? 'n' : ' ';
 	nulls[CONFIGURE_NARGS + 1] = '\0';
 
-	(void) SqlfuncsCatalogRun("SELECT collegedb.apply_settings($1, $2, $3, $4, $5, $6, $7, "
-							  "$8, $9, $10, $11, $12, $13, $14)",
-							  CONFIGURE_NARGS + 1, types, values, nulls, &switched);
-
 	/* switching to computed placement publishes epoch 1 (or the next one) */
-	if (!switched.isnull && DatumGetBool(switched.value))
+	if (ConfigApply(CONFIGURE_NARGS + 1, types, values, nulls))
 	{
 		List	   *eligible;
 		bool		published;

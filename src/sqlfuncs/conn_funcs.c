@@ -14,8 +14,8 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
+#include "collegedb.h"
 #include "remote/remote.h"
-#include "shmem.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_connections);
@@ -45,7 +45,7 @@ collegedb_connections(PG_FUNCTION_ARGS)
 		values[0] = CStringGetTextDatum(list[i].shard);
 		values[1] = user ? CStringGetTextDatum(user) : (Datum) 0;
 		nulls[1] = user == NULL;
-		values[2] = CStringGetTextDatum(AdapterDialectName(list[i].dialect));
+		values[2] = CStringGetTextDatum(list[i].dialect);
 		values[3] = BoolGetDatum(list[i].valid);
 		values[4] = BoolGetDatum(list[i].in_transaction);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -181,7 +181,7 @@ collegedb_fanout(PG_FUNCTION_ARGS)
 {
 	char	   *sql = ArgText(fcinfo, 0, "statement");
 	int			n;
-	const CdShard **set = FanoutReadSet(&n);
+	const CdShard **set = ShardReadSet(&n);
 
 	SqlfuncsFanout(fcinfo, "fanout", set, n, sql, 1);
 	return (Datum) 0;

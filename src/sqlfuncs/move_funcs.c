@@ -9,76 +9,40 @@
  * arguments, hand the job over, and wait for it or not.  A dry-run
  * rebalance only reads, so it runs here.  The jobs run as the role that
  * asked for them (its user mappings reach the shards); the job tables are
- * read and written with the catalog owner's rights.
+ * read and written by catalog/journal.c, with the catalog owner's rights.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
-#include "funcapi.h"
 #include "commands/dbcommands.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
-#include "utils/lsyscache.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
-#include "catalog/tables.h"
+#include "catalog/journal.h"
+#include "catalog/mappings.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
-#include "worker/worker.h"
+#include "worker/jobs.h"
+#include "worker/launcher.h"
 
 PG_FUNCTION_INFO_V1(collegedb_reassign_shard);
 PG_FUNCTION_INFO_V1(collegedb_rebalance);
 PG_FUNCTION_INFO_V1(collegedb_schedule_rebalance);
 PG_FUNCTION_INFO_V1(collegedb_wait_for_job);
 
-/*
- * job_row reads a job's outcome: state, result, last error; false when
- * there is no such job.
- */
-static bool
-job_row(int64 id, char **state, Jsonb **result, char **error)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-	MemoryContext caller = CurrentMemoryContext;
-	bool		found;
-	CdCatalogAccess access;
-
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT state, result, last_error FROM collegedb.job WHERE id = $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read job " INT64_FORMAT, id);
-	found = SPI_processed == 1;
-	if (found)
-	{
-		bool		isnull;
-		Datum		r;
-		MemoryContext old = MemoryContextSwitchTo(caller);
-
-		*state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		*result = isnull ? NULL : DatumGetJsonbPCopy(r);
-		*error = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	return found;
-}
 
 /*
  * move_job_detail says, for a failed reassign_shard, what became of the
@@ -87,42 +51,25 @@ job_row(int64 id, char **state, Jsonb **result, char **error)
 static char *
 move_job_detail(int64 job_id)
 {
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	char	   *detail = NULL;
-	MemoryContext caller = CurrentMemoryContext;
-	CdCatalogAccess access;
+	int64		id;
+	char	   *step;
+	int			attempts;
+	bool		abandoned;
 
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT id, step, attempts, abandoned FROM collegedb.move "
-							  "WHERE job_id = $1 ORDER BY id DESC LIMIT 1",
-							  1, types, values, NULL, false, 0) == SPI_OK_SELECT &&
-		SPI_processed == 1)
-	{
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		char	   *step = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		int			attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-		bool		abandoned = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-
-		if (strcmp(step, "failed") == 0)
-			detail = psprintf("Move " INT64_FORMAT " failed; the key stays where it was.", id);
-		else if (abandoned)
-			detail = psprintf("Move " INT64_FORMAT " gave up after %d attempts; the coordinator removes the target's copy of the key, and the key stays where it was.",
-							  id, attempts);
-		else if (strcmp(step, "journaled") == 0 || strcmp(step, "copied") == 0)
-			detail = psprintf("Move " INT64_FORMAT " stays at step %s, the key where it was; the coordinator tries it again (%d of at most %d attempts made).",
-							  id, step, attempts, CollegeMoveMaxAttempts);
-		else if (strcmp(step, "done") != 0)
-			detail = psprintf("Move " INT64_FORMAT " is past the source step (%s): the coordinator finishes it.",
-							  id, step);
-		if (detail)
-			detail = MemoryContextStrdup(caller, detail);
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	return detail;
+	if (!JournalLastMoveOfJob(job_id, &id, &step, &attempts, &abandoned))
+		return NULL;
+	if (strcmp(step, "failed") == 0)
+		return psprintf("Move " INT64_FORMAT " failed; the key stays where it was.", id);
+	if (abandoned)
+		return psprintf("Move " INT64_FORMAT " gave up after %d attempts; the coordinator removes the target's copy of the key, and the key stays where it was.",
+						id, attempts);
+	if (strcmp(step, "journaled") == 0 || strcmp(step, "copied") == 0)
+		return psprintf("Move " INT64_FORMAT " stays at step %s, the key where it was; the coordinator tries it again (%d of at most %d attempts made).",
+						id, step, attempts, CollegeMoveMaxAttempts);
+	if (strcmp(step, "done") != 0)
+		return psprintf("Move " INT64_FORMAT " is past the source step (%s): the coordinator finishes it.",
+						id, step);
+	return NULL;
 }
 
 /*
@@ -136,7 +83,7 @@ ensure_job_succeeded(int64 id, char kind, bool cancelled_ok, Jsonb **result)
 	char	   *state;
 	char	   *error;
 
-	if (!job_row(id, &state, result, &error))
+	if (!JournalJobOutcome(id, &state, result, &error))
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_JOB_FAILED),
 				 errmsg("job " INT64_FORMAT " vanished", id)));
@@ -173,31 +120,10 @@ ensure_job_succeeded(int64 id, char kind, bool cancelled_ok, Jsonb **result)
 static void
 ensure_not_moving(const char *key)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	int64		id = 0;
-	int			pid = 0;
-	CdCatalogAccess access;
+	int64		id;
+	int			pid;
 
-	values[0] = CStringGetTextDatum(RouterStoredKey(key, strlen(key)));
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT m.id, m.lease_pid FROM collegedb.move m "
-							  "WHERE m.key = $1 AND m.step NOT IN ('done', 'failed') AND EXISTS "
-							  "(SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid "
-							  " AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the moves");
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-
-		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		pid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	if (id > 0)
+	if (JournalLiveMove(RouterStoredKey(key, strlen(key)), &id, &pid))
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
 				 errmsg("key \"%s\" is already being moved", key),
@@ -213,29 +139,10 @@ ensure_not_moving(const char *key)
 static char *
 record_key(const char *key)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	char	   *record = NULL;
-	bool		lookup = false;
-	MemoryContext caller = CurrentMemoryContext;
-	CdCatalogAccess access;
+	char	   *record;
+	bool		lookup;
 
-	values[0] = CStringGetTextDatum(RouterStoredKey(key, strlen(key)));
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT record, record <> key FROM collegedb.mapping WHERE key = $1",
-							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the mapping");
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-
-		lookup = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		record = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	if (!lookup)
+	if (!MappingRecordOf(RouterStoredKey(key, strlen(key)), &record, &lookup) || !lookup)
 		return (char *) key;
 	if (ConfigGet()->hash_mappings)
 		ereport(ERROR,
@@ -278,9 +185,9 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	key = record_key(key);
 	ensure_not_moving(key);
 	MoveEndpoints(key, target, force, &from, &to);
-	MoveEnsureKeyFits(from, key);
-	MoveEnsureKeyFits(to, key);
-	if (from == to)
+	TombstoneEnsureKeyFits(from, key, strlen(key), true);
+	TombstoneEnsureKeyFits(to, key, strlen(key), true);
+	if (ShardIs(from, to))
 	{
 		StringInfoData same;
 
@@ -323,30 +230,17 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 	{
 		int64		id;
 		Jsonb	   *result;
-		Oid			types[1] = {INT8OID};
-		Datum		args[1];
+		CdCatalogRows rows;
 		bool		isnull;
-		CdCatalogAccess access;
 
 		/* the plan's checks, here, so that errors come with their own codes */
 		(void) RebalancePlan(table_name);
 		id = JobLaunchAndWait('r', table_name, NULL, NULL, false,
 							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2));
 		ensure_job_succeeded(id, 'r', true, &result);
-		args[0] = Int64GetDatum(id);
-		CatalogAccessBegin(&access);
-		SPI_connect();
-		if (SPI_execute_with_args("SELECT j.examined, j.agreed, j.moved, "
-								  "coalesce((SELECT jsonb_agg(jsonb_build_object('key', key, 'error', error) "
-								  "ORDER BY key) FROM collegedb.job_key WHERE job_id = $1 AND state = 'failed'), "
-								  "'[]') FROM collegedb.jobs j WHERE j.id = $1",
-								  1, types, args, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "could not read job " INT64_FORMAT, id);
+		JournalRebalanceResult(id, &rows);
 		for (int i = 0; i < 4; i++)
-			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull);
-		values[3] = SPI_datumTransfer(values[3], false, -1);	/* outlives SPI_finish */
-		SPI_finish();
-		CatalogAccessEnd(&access);
+			values[i] = CatalogValue(&rows, 0, i + 1, &isnull);
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
@@ -360,12 +254,6 @@ Datum
 collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 {
 	char	   *table_name = ArgText(fcinfo, 0, "table name");
-	Oid			types[3] = {TEXTOID, INT4OID, OIDOID};
-	Datum		values[3];
-	char		nulls[4] = "   ";
-	bool		isnull;
-	int64		id;
-	CdCatalogAccess access;
 
 	EnsurePreloaded("collegedb.schedule_rebalance()");
 	if (!LauncherServesDatabase())
@@ -378,20 +266,9 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 				 errhint("Run collegedb.rebalance() here, or set collegedb.database to this database (or to nothing, for every database) and reload.")));
 	ensure_concurrency(fcinfo, 1);
 	(void) RebalancePlan(table_name);
-	values[0] = CStringGetTextDatum(table_name);
-	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
-	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
-	values[2] = ObjectIdGetDatum(GetUserId());
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("INSERT INTO collegedb.job (kind, table_name, concurrency, owner) "
-							  "VALUES ('rebalance', $1, $2, $3) RETURNING id",
-							  3, types, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "could not schedule the rebalance");
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	PG_RETURN_INT64(id);
+	PG_RETURN_INT64(JournalInsertJob("rebalance", table_name, NULL, NULL, NULL, false,
+									 PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1),
+									 GetUserId(), false));
 }
 
 /*
@@ -417,28 +294,17 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 														   IntervalPGetDatum(timeout)));
 	for (;;)
 	{
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(id)};
+		CdCatalogRows rows;
 		char	   *state;
 		bool		ended;
-		CdCatalogAccess access;
 
-		CatalogAccessBegin(&access);
-		SPI_connect();
-		if (SPI_execute_with_args("SELECT * FROM collegedb.jobs WHERE id = $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read job " INT64_FORMAT, id);
-		if (SPI_processed == 0)
+		if (!JournalJobView(id, &rows))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("job " INT64_FORMAT " does not exist", id)));
-		tuple = SPI_copytuple(SPI_tuptable->vals[0]);
-		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-							 SPI_fnumber(SPI_tuptable->tupdesc, "state"));
+		tuple = rows.rows[0];
+		state = CatalogText(&rows, 0, SPI_fnumber(rows.desc, "state"));
 		ended = strcmp(state, "queued") != 0 && strcmp(state, "running") != 0;
-		state = pstrdup(state);
-		SPI_finish();
-		CatalogAccessEnd(&access);
 		if (ended)
 			break;
 		if (deadline && GetCurrentTimestamp() >= deadline)

@@ -187,14 +187,14 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 	/* no mapping or no match there: every other shard, at once */
 	{
 		int			n;
-		const CdShard **set = FanoutReadSet(&n);
+		const CdShard **set = ShardReadSet(&n);
 		CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 		JsonbRowSink *sinks = palloc0(sizeof(JsonbRowSink) * Max(n, 1));
 		int			m = 0;
 
 		for (int i = 0; i < n; i++)
 		{
-			if (set[i] == mapped)
+			if (ShardIs(set[i], mapped))
 				continue;
 			JsonbRowSinkInit(&sinks[m], store, desc);
 			shards[m].shard = set[i];
@@ -204,12 +204,7 @@ lookup_key_read(FunctionCallInfo fcinfo, Tuplestorestate *store, TupleDesc desc)
 		FanoutRun(shards, m, sql, nparams, params, CD_FANOUT_READ);
 		for (int i = 0; i < m; i++)
 			if (!shards[i].ok)
-				ereport(ERROR,
-						(errcode(MAKE_SQLSTATE(shards[i].sqlstate[0], shards[i].sqlstate[1],
-											   shards[i].sqlstate[2], shards[i].sqlstate[3],
-											   shards[i].sqlstate[4])),
-						 errmsg("%s", shards[i].error),
-						 errcontext("lookup-key read on shard \"%s\"", shards[i].shard->name)));
+				FanoutRaise(&shards[i], sql, NULL);
 		/* the first row, in shard name order */
 		for (int i = 0; i < m; i++)
 			if (sinks[i].first != NULL)

@@ -5,34 +5,33 @@
  *	  add_shard, drop_shard, set_shard_state.
  *
  * Checks come first, with their own SQLSTATEs, so that the catalog's
- * constraints are only a backstop; rows are written through SPI with
- * arguments; the table's trigger makes every backend drop its cached
- * copy.
+ * constraints are only a backstop; the rows are written by
+ * catalog/shards.c; the table's trigger makes every backend drop its
+ * cached copy.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
+#include "foreign/foreign.h"
 #include "funcapi.h"
 #include "utils/array.h"
-#include "foreign/foreign.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/jsonb.h"
 
-#include "access/xact.h"
-#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
+#include "catalog/mappings.h"
 #include "catalog/shards.h"
 #include "catalog/topology.h"
-#include "router/router.h"
-#include "placement/regions.h"
 #include "cd_errcodes.h"
+#include "placement/regions.h"
 #include "remote/remote.h"
+#include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_add_shard);
@@ -88,46 +87,6 @@ ensure_valid_tags(Jsonb *tags)
 }
 
 /*
- * SqlfuncsCatalogRun runs one catalog statement with arguments, with the
- * catalog owner's rights (an administrator holds none on the tables), and
- * returns the number of rows it processed; with 'first' given, the first
- * column of its first row (copied into the caller's memory context), NULL
- * when there is none.
- */
-uint64
-SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
-				   const char *nulls, NullableDatum *first)
-{
-	int			rc;
-	uint64		processed;
-	CdCatalogAccess access;
-
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
-	processed = SPI_processed;
-	if (first)
-	{
-		first->isnull = true;
-		first->value = (Datum) 0;
-		if (processed > 0 && SPI_tuptable != NULL)
-		{
-			Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, 0);
-
-			first->value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-										 1, &first->isnull);
-			if (!first->isnull)
-				first->value = SPI_datumTransfer(first->value, att->attbyval, att->attlen);
-		}
-	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	return processed;
-}
-
-/*
  * collegedb_add_shard registers a collegedb server as a data shard: it
  * connects, creates the shard-side tombstone table and the tables of
  * topology groups (idempotent) inside the current transaction, and records
@@ -142,9 +101,6 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	bool		is_shard;
 	CdShard		shard;
 	const CdAdapter *adapter;
-	Oid			types[5] = {TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, JSONBOID};
-	Datum		values[5];
-	char		nulls[6] = "     ";
 
 	if (server == NULL)
 		ereport(ERROR,
@@ -158,7 +114,8 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("server \"%s\" is a collegedb router, not a shard", name),
-				 errhint("A shard server has a dialect option: postgres, sqlite or mysql.")));
+				 errhint("A shard server has a dialect option: %s.",
+						 AdapterDialectList("or"))));
 	if (strlen(name) >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),
@@ -181,16 +138,9 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	for (const char *const *ddl = adapter->topology_ddl; *ddl; ddl++)
 		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
 
-	values[0] = CStringGetTextDatum(name);
-	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
-	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
-	values[2] = Float8GetDatum(priority);
-	values[3] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
-	nulls[3] = PG_ARGISNULL(3) ? 'n' : ' ';
-	values[4] = PG_ARGISNULL(4) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")) :
-		PG_GETARG_DATUM(4);
-	SqlfuncsCatalogRun("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
-					   "VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls, NULL);
+	ShardInsert(name, PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
+				priority, PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3)),
+				PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4));
 	publish_if_computed();
 	PG_RETURN_VOID();
 }
@@ -205,18 +155,13 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 {
 	char	   *name = ArgText(fcinfo, 0, "shard name");
 	bool		force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
 
 	if (ShardLookupOptional(name) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
 				 errmsg("shard \"%s\" is not registered", name)));
 
-	values[0] = CStringGetTextDatum(name);
-	if (!force &&
-		SqlfuncsCatalogRun("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
-						   1, types, values, NULL, NULL) > 0)
+	if (!force && MappingAnyOnShard(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("cannot drop shard \"%s\" because keys are mapped to it", name),
@@ -239,7 +184,7 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 		}
 	}
 	TopologyForgetShard(name);
-	SqlfuncsCatalogRun("DELETE FROM collegedb.shard WHERE name = $1", 1, types, values, NULL, NULL);
+	ShardDelete(name);
 	publish_if_computed();
 	PG_RETURN_VOID();
 }
@@ -252,9 +197,7 @@ Datum
 collegedb_set_shard_state(PG_FUNCTION_ARGS)
 {
 	char	   *name = ArgText(fcinfo, 0, "shard name");
-	Oid			types[7] = {TEXTOID, BOOLOID, TEXTOID, JSONBOID, TEXTOID, FLOAT8OID, TEXTOID};
-	Datum		values[7];
-	char		nulls[8] = "       ";
+	CdShardChange change;
 	CdDrain		drain;
 
 	if (ShardLookupOptional(name) == NULL)
@@ -274,17 +217,16 @@ collegedb_set_shard_state(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(5))
 		ensure_valid_priority(PG_GETARG_FLOAT8(5));
 
-	values[0] = CStringGetTextDatum(name);
-	for (int i = 1; i < 7; i++)
-	{
-		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-	}
-	SqlfuncsCatalogRun("UPDATE collegedb.shard SET "
-					   "writable = coalesce($2, writable), drain = coalesce($3, drain), "
-					   "tags = coalesce($4, tags), region = coalesce($5, region), "
-					   "priority = coalesce($6, priority), physical_id = coalesce($7, physical_id) "
-					   "WHERE name = $1", 7, types, values, nulls, NULL);
+	memset(&change, 0, sizeof(change));
+	change.set_writable = !PG_ARGISNULL(1);
+	change.writable = change.set_writable && PG_GETARG_BOOL(1);
+	change.drain = PG_ARGISNULL(2) ? NULL : ShardDrainName(drain);
+	change.tags = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
+	change.region = PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4));
+	change.set_priority = !PG_ARGISNULL(5);
+	change.priority = change.set_priority ? PG_GETARG_FLOAT8(5) : 0;
+	change.physical_id = PG_ARGISNULL(6) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(6));
+	ShardUpdateState(name, &change);
 	publish_if_computed();
 	PG_RETURN_VOID();
 }

@@ -15,7 +15,5 @@
 extern char *ArgText(FunctionCallInfo fcinfo, int n, const char *what);
 extern void SqlfuncsFanout(FunctionCallInfo fcinfo, const char *what, const CdShard **set,
 						   int n, const char *sql, int first);
-extern uint64 SqlfuncsCatalogRun(const char *sql, int nargs, Oid *types, Datum *values,
-								 const char *nulls, NullableDatum *first);
 
 #endif							/* COLLEGEDB_SQLFUNCS_H */

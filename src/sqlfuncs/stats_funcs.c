@@ -11,12 +11,11 @@
  */
 #include "postgres.h"
 
-#include "executor/spi.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
-#include "catalog/catalog.h"
+#include "catalog/mappings.h"
 #include "catalog/shards.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
@@ -38,31 +37,23 @@ key_counts(void)
 {
 	HASHCTL		ctl;
 	HTAB	   *counts;
-	CdCatalogAccess access;
+	ListCell   *lc;
 
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(KeyCount);
 	ctl.hcxt = CurrentMemoryContext;
 	counts = hash_create("collegedb key counts", 16, &ctl,
 						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute("SELECT shard, count(*) FROM collegedb.mapping GROUP BY shard", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not count mappings");
-	for (uint64 i = 0; i < SPI_processed; i++)
+	foreach(lc, MappingCounts())
 	{
+		CdMappingCount *c = lfirst(lc);
 		char		name[NAMEDATALEN];
 		KeyCount   *entry;
-		bool		isnull;
 
-		strlcpy(name, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), NAMEDATALEN);
+		strlcpy(name, c->shard, NAMEDATALEN);
 		entry = hash_search(counts, name, HASH_ENTER, NULL);
-		entry->count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-												   SPI_tuptable->tupdesc, 2, &isnull));
+		entry->count = c->count;
 	}
-	SPI_finish();
-	CatalogAccessEnd(&access);
 	return counts;
 }
 

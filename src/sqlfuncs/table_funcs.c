@@ -9,52 +9,23 @@
  * touch it).  A refused registration changes nothing, and a registered
  * table keeps its key column: changing it needs unregister_table first,
  * since moves in flight rely on it.  The shards are queried as the caller
- * (its user mappings); the catalog row is written with the catalog owner's
- * rights.  unregister_table stays a SQL function of the extension script.
+ * (its user mappings); the catalog row is written by catalog/tables.c.  unregister_table stays a SQL function of the extension script.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "utils/builtins.h"
 
-#include "catalog/catalog.h"
+#include "catalog/tables.h"
 #include "remote/fanout.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_register_table);
 
 /*
- * registered_column returns the key column a table is registered with,
- * NULL when it is not.
- */
-static char *
-registered_column(const char *table_name)
-{
-	MemoryContext caller = CurrentMemoryContext;
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(table_name)};
-	char	   *column = NULL;
-	CdCatalogAccess access;
-
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT key_column FROM collegedb.registered_table WHERE table_name = $1",
-							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the registered tables");
-	if (SPI_processed == 1)
-		column = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 1));
-	SPI_finish();
-	CatalogAccessEnd(&access);
-	return column;
-}
-
-/*
  * check_shards runs "SELECT <table>.<column> FROM <table> WHERE 1 = 0" on every
- * shard at once (one fan-out per dialect: identifiers quote differently)
+ * shard at once (in each one's dialect: identifiers quote differently)
  * and refuses the registration with the first shard's error that is not a
  * lost connection.
  */
@@ -62,28 +33,20 @@ static void
 check_shards(const char *table_name, const char *key_column)
 {
 	int			n;
-	const CdShard **set = FanoutReadSet(&n);
+	const CdShard **set = ShardReadSet(&n);
 	CdFanoutShard *checked = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
+	for (int i = 0; i < n; i++)
 	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
+		const CdAdapter *adapter = AdapterForDialect(set[i]->dialect);
 		char	   *table = adapter->quote_ident(table_name);
 
+		checked[i].shard = set[i];
 		/* qualified: SQLite never reads "t"."c" as a string literal */
-		char	   *sql = psprintf("SELECT %s.%s FROM %s WHERE 1 = 0",
-								   table, adapter->quote_ident(key_column), table);
-		CdFanoutShard *part = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
-		int			m = 0;
-
-		for (int i = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				part[m++].shard = set[i];
-		FanoutRun(part, m, sql, 0, NULL, CD_FANOUT_READ);
-		for (int i = 0, j = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				checked[i] = part[j++];
+		checked[i].sql = psprintf("SELECT %s.%s FROM %s WHERE 1 = 0",
+								  table, adapter->quote_ident(key_column), table);
 	}
+	FanoutRun(checked, n, NULL, 0, NULL, CD_FANOUT_READ);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -123,16 +86,13 @@ collegedb_register_table(PG_FUNCTION_ARGS)
 	char	   *table_name = PG_ARGISNULL(0) ? "" : TextDatumGetCString(PG_GETARG_DATUM(0));
 	char	   *key_column = PG_ARGISNULL(1) ? "" : TextDatumGetCString(PG_GETARG_DATUM(1));
 	char	   *current;
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
-	CdCatalogAccess access;
 
 	if (table_name[0] == '\0' || key_column[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("table name and key column must not be empty")));
 
-	current = registered_column(table_name);
+	current = TableKeyColumn(table_name);
 	if (current != NULL && strcmp(current, key_column) == 0)
 		PG_RETURN_VOID();
 	if (current != NULL)
@@ -145,14 +105,6 @@ collegedb_register_table(PG_FUNCTION_ARGS)
 
 	check_shards(table_name, key_column);
 
-	values[0] = CStringGetTextDatum(table_name);
-	values[1] = CStringGetTextDatum(key_column);
-	CatalogAccessBegin(&access);
-	SPI_connect();
-	if (SPI_execute_with_args("INSERT INTO collegedb.registered_table (table_name, key_column) "
-							  "VALUES ($1, $2)", 2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not register table \"%s\"", table_name);
-	SPI_finish();
-	CatalogAccessEnd(&access);
+	TableRegister(table_name, key_column);
 	PG_RETURN_VOID();
 }

@@ -6,10 +6,10 @@
  *	  topology_wait, topology_coordinator and fanout_group.
  *
  * The writers check nothing themselves: they hand their arguments and
- * their caller to the extension script's PL/pgSQL functions
- * (topology_apply, topology_remove, topology_set_channel), which check the
- * draft and change the catalog and the outbox in the caller's transaction,
- * run with the catalog owner's rights.  Being C, they know their caller,
+ * their caller to the catalog (catalog/topology.c), whose writers check
+ * the draft and change the groups and the outbox in the caller's
+ * transaction, with the catalog owner's rights.  Being C, they know their
+ * caller,
  * whose user mappings the coordinator uses to deliver what they staged,
  * and they wake the coordinator when the transaction commits.  The reading
  * functions that need no shard (topology_snapshot, topology_members,
@@ -31,10 +31,11 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "catalog/shards.h"
 #include "catalog/topology.h"
 #include "cd_errcodes.h"
 #include "sqlfuncs/sqlfuncs.h"
-#include "worker/worker.h"
+#include "worker/outbox.h"
 
 PG_FUNCTION_INFO_V1(collegedb_topology_update);
 PG_FUNCTION_INFO_V1(collegedb_topology_delete);
@@ -47,50 +48,31 @@ PG_FUNCTION_INFO_V1(collegedb_fanout_group);
 #define TOPOLOGY_WAIT_POLL_MS 50
 
 /*
- * write_topology runs one of the script's topology writers with the
- * arguments of fcinfo ('nargs' of 'types', NULL ones passed as NULL) and
- * the caller appended, and returns its result; the coordinator is woken
- * when the transaction commits.
+ * arg_text_or_null returns argument 'n' as a C string, NULL for a NULL.
  */
-static Datum
-write_topology(FunctionCallInfo fcinfo, const char *sql, int nargs, const Oid *types,
-			   bool *isnull)
+static char *
+arg_text_or_null(FunctionCallInfo fcinfo, int n)
 {
-	Oid			argtypes[4];
-	Datum		values[4];
-	char		nulls[5] = "    ";
-	NullableDatum result;
-
-	Assert(nargs < 4);
-	for (int i = 0; i < nargs; i++)
-	{
-		argtypes[i] = types[i];
-		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-	}
-	argtypes[nargs] = REGROLEOID;
-	values[nargs] = ObjectIdGetDatum(GetUserId());
-	(void) SqlfuncsCatalogRun(sql, nargs + 1, argtypes, values, nulls, &result);
-	OutboxWakeAtCommit();
-	*isnull = result.isnull;
-	return result.value;
+	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
 }
 
 /*
  * collegedb_topology_update applies a draft (members, states; NULL keeps
- * what is there) to a group and returns {"group", "version", "changed"}.
+ * what is there) to a group and returns {"group", "version", "changed"};
+ * the coordinator is woken when the transaction commits.
  */
 Datum
 collegedb_topology_update(PG_FUNCTION_ARGS)
 {
-	Oid			types[3] = {TEXTOID, JSONBOID, JSONBOID};
-	bool		isnull;
-	Datum		result = write_topology(fcinfo, "SELECT collegedb.topology_apply($1, $2, $3, $4)",
-										3, types, &isnull);
+	Jsonb	   *result = TopologyApply(arg_text_or_null(fcinfo, 0),
+									   PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1),
+									   PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
+									   GetUserId());
 
-	if (isnull)
+	OutboxWakeAtCommit();
+	if (result == NULL)
 		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
+	PG_RETURN_JSONB_P(result);
 }
 
 /*
@@ -101,12 +83,10 @@ collegedb_topology_update(PG_FUNCTION_ARGS)
 Datum
 collegedb_topology_delete(PG_FUNCTION_ARGS)
 {
-	Oid			types[1] = {TEXTOID};
-	bool		isnull;
-	Datum		result = write_topology(fcinfo, "SELECT collegedb.topology_remove($1, $2)",
-										1, types, &isnull);
+	bool		removed = TopologyRemove(arg_text_or_null(fcinfo, 0), GetUserId());
 
-	PG_RETURN_BOOL(!isnull && DatumGetBool(result));
+	OutboxWakeAtCommit();
+	PG_RETURN_BOOL(removed);
 }
 
 /*
@@ -116,11 +96,8 @@ collegedb_topology_delete(PG_FUNCTION_ARGS)
 Datum
 collegedb_topology_define_channel(PG_FUNCTION_ARGS)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	bool		isnull;
-
-	(void) write_topology(fcinfo, "SELECT collegedb.topology_set_channel($1, $2, $3)",
-						  2, types, &isnull);
+	TopologySetChannel(arg_text_or_null(fcinfo, 0), arg_text_or_null(fcinfo, 1), GetUserId());
+	OutboxWakeAtCommit();
 	PG_RETURN_VOID();
 }
 

@@ -27,9 +27,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "commands/extension.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -37,44 +35,18 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 
+#include "catalog/catalog.h"
+#include "catalog/journal.h"
 #include "collegedb.h"
-#include "worker/worker.h"
-
-/*
- * WorkerInit registers the launcher, which starts the coordinators; only
- * while preloading.
- */
-void
-WorkerInit(void)
-{
-	LauncherInit();
-}
-
-/*
- * WorkerDescribe fills in a dynamic worker of collegedb's: it connects to a
- * database once recovery has finished, runs 'function', shows as 'type'
- * (tests find workers by it), is never restarted, and notifies the process
- * that starts it.
- */
-void
-WorkerDescribe(BackgroundWorker *worker, const char *function, const char *type,
-			   const char *name)
-{
-	memset(worker, 0, sizeof(*worker));
-	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker->bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker->bgw_library_name, BGW_MAXLEN, "collegedb");
-	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
-	worker->bgw_notify_pid = MyProcPid;
-}
+#include "worker/coordinator.h"
+#include "worker/jobs.h"
+#include "worker/launcher.h"
+#include "worker/moves.h"
+#include "worker/outbox.h"
+#include "worker/unit.h"
 
 typedef struct Pending
 {
@@ -135,6 +107,7 @@ static WorkFound
 find_work(List **moves, Pending *job)
 {
 	MemoryContext caller = CurrentMemoryContext;
+	ListCell   *lc;
 
 	job->id = 0;
 	*moves = NIL;
@@ -145,8 +118,8 @@ find_work(List **moves, Pending *job)
 		return WORK_NO_EXTENSION;
 	}
 	/* the library serves only its own version of the catalog */
-	if (WorkerExec("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'collegedb' "
-				   "AND extversion = '" COLLEGEDB_VERSION "'", 0, NULL, NULL, NULL) == 0)
+	if (CatalogExec("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'collegedb' "
+					"AND extversion = '" COLLEGEDB_VERSION "'", 0, NULL, NULL, NULL, false, NULL) == 0)
 	{
 		WorkerCommit();
 		ereport(LOG,
@@ -161,57 +134,31 @@ find_work(List **moves, Pending *job)
 	}
 
 	/* a running job whose worker is gone starts over (agreed keys are skipped) */
-	WorkerExec("UPDATE collegedb.job j SET state = 'queued' WHERE state = 'running' AND "
-			   "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = j.lease_pid "
-			   "AND (j.lease_backend_start IS NULL OR a.backend_start = j.lease_backend_start))",
-			   0, NULL, NULL, NULL);
+	JournalRequeueOrphanJobs();
 
-	WorkerExec("SELECT m.id, coalesce(j.owner, 10), m.generation, coalesce(m.lease_pid, 0), "
-			   "EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid "
-			   "        AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start)), "
-			   "coalesce(m.lease_until < now(), false), "
-			   "coalesce(m.next_attempt_at <= now(), true) "
-			   "FROM collegedb.move m LEFT JOIN collegedb.job j ON j.id = m.job_id "
-			   "WHERE m.step NOT IN ('done', 'failed') ORDER BY m.id",
-			   0, NULL, NULL, NULL);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	foreach(lc, JournalUnfinishedMoves())
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-		Oid			owner = DatumGetObjectId(SPI_getbinval(tuple, desc, 2, &isnull));
-		int64		generation = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
-		int			pid = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
-		bool		alive = DatumGetBool(SPI_getbinval(tuple, desc, 5, &isnull));
-		bool		expired = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull));
-		bool		due = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
+		CdUnfinishedMove *u = lfirst(lc);
 
-		if (alive && pid != 0)
+		if (u->alive && u->pid != 0)
 		{
-			if (expired)
-				warn_once(id, generation, pid);
+			if (u->expired)
+				warn_once(u->id, u->generation, u->pid);
 		}
-		else if (due)
+		else if (u->due)
 		{
 			MemoryContext old = MemoryContextSwitchTo(caller);
 			Pending    *p = palloc(sizeof(Pending));
 
-			p->id = id;
-			p->owner = owner;
+			p->id = u->id;
+			p->owner = u->owner;
 			*moves = lappend(*moves, p);
 			MemoryContextSwitchTo(old);
 		}
 	}
 
-	if (WorkerExec("SELECT id, owner FROM collegedb.job WHERE state = 'queued' "
-				   "ORDER BY id LIMIT 1", 0, NULL, NULL, NULL) > 0)
-	{
-		bool		isnull;
-
-		job->id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		job->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	}
+	if (!JournalNextQueuedJob(&job->id, &job->owner))
+		job->id = 0;
 	WorkerCommit();
 	return WORK_FOUND;
 }
@@ -227,16 +174,9 @@ resume_move(int64 move_id)
 	bool		abandoned = false;
 
 	WorkerBegin();
-	generation = MoveTake(move_id);
+	generation = JournalTakeMove(move_id);
 	if (generation > 0)
-	{
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(move_id)};
-		bool		isnull;
-
-		WorkerExec("SELECT abandoned FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
-		abandoned = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	}
+		abandoned = JournalMoveAbandoned(move_id);
 	WorkerCommit();
 	if (generation == 0)
 		return;

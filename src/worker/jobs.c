@@ -23,9 +23,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -34,15 +31,13 @@
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
-#include "utils/timestamp.h"
+#include "utils/resowner.h"
 
-#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
+#include "catalog/journal.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -50,7 +45,9 @@
 #include "placement/strategy.h"
 #include "remote/fanout.h"
 #include "router/router.h"
-#include "worker/worker.h"
+#include "worker/jobs.h"
+#include "worker/moves.h"
+#include "worker/unit.h"
 
 /* what a synchronous caller hands its job worker */
 typedef struct JobRequest
@@ -99,7 +96,7 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 		config->write_strategy == CD_STRATEGY_LOCATION)
 	{
 		for (int i = 0; i < n; i++)
-			if (shards[i] == current)
+			if (ShardIs(shards[i], current))
 				return current;
 		return PlacementPick(CD_STRATEGY_HASH, shards, n, &ctx);
 	}
@@ -136,7 +133,7 @@ RebalancePlan(const char *table_name)
 				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
 				 errmsg("computed placement has no published epoch")));
 
-	set = FanoutReadSet(&n);
+	set = ShardReadSet(&n);
 	eligible = palloc(sizeof(CdShard *) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 		if (RouterShardTakesKeys(set[i]) && RouterShardEligible(set[i], "allocate", NULL))
@@ -151,28 +148,17 @@ RebalancePlan(const char *table_name)
 	sinks = palloc0(sizeof(CaptureRowSink) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
+		const CdAdapter *adapter = AdapterForDialect(set[i]->dialect);
+
 		CaptureRowSinkInit(&sinks[i]);
 		found[i].shard = set[i];
+		/* in each shard's dialect: identifiers quote differently */
+		found[i].sql = psprintf("SELECT DISTINCT %s FROM %s",
+								adapter->quote_ident(table->key_column),
+								adapter->quote_ident(table->name));
 		found[i].sink = &sinks[i].base;
 	}
-	/* one fan-out per dialect: identifiers quote differently */
-	for (int d = 0; d < CD_DIALECT_COUNT; d++)
-	{
-		const CdAdapter *adapter = AdapterForDialect((CdDialect) d);
-		char	   *sql = psprintf("SELECT DISTINCT %s FROM %s",
-								   adapter->quote_ident(table->key_column),
-								   adapter->quote_ident(table->name));
-		CdFanoutShard *part = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
-		int			m = 0;
-
-		for (int i = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				part[m++] = found[i];
-		FanoutRun(part, m, sql, 0, NULL, CD_FANOUT_READ);
-		for (int i = 0, j = 0; i < n; i++)
-			if (set[i]->dialect == (CdDialect) d)
-				found[i] = part[j++];
-	}
+	FanoutRun(found, n, NULL, 0, NULL, CD_FANOUT_READ);
 	for (int i = 0; i < n; i++)
 		if (!found[i].ok)
 			ereport(ERROR,
@@ -198,7 +184,7 @@ RebalancePlan(const char *table_name)
 			/* a key is where its mapping says, when it has one */
 			if (RouterFindMapping(key, strlen(key), &mapped))
 			{
-				if (mapped != set[i])
+				if (!ShardIs(mapped, set[i]))
 				{
 					/* a copy left behind elsewhere: counted where it is mapped */
 					plan->examined--;
@@ -207,7 +193,7 @@ RebalancePlan(const char *table_name)
 				current = mapped;
 			}
 			target = pick_target(key, current, eligible, neligible);
-			if (target == current)
+			if (ShardIs(target, current))
 			{
 				plan->agreed++;
 				continue;
@@ -232,7 +218,7 @@ current_source(const char *key, MemoryContext context)
 	char	   *name;
 
 	WorkerBegin();
-	name = MemoryContextStrdup(context, MoveSourceOf(key)->name);
+	name = MemoryContextStrdup(context, RouterLocateKey(key)->name);
 	WorkerCommit();
 	return name;
 }
@@ -295,43 +281,24 @@ claim_and_move(int64 job_id)
 
 	for (;;)
 	{
-		Oid			types[3] = {INT8OID, TEXTOID, TEXTOID};
-		Datum		values[3];
-		char	   *key,
-				   *source,
-				   *target,
-				   *stored;
+		CdJobKeyRow k;
+		bool		claimed;
 		MemoryContext old;
 
 		MemoryContextReset(context);
 		WorkerBegin();
-		values[0] = Int64GetDatum(job_id);
-		if (WorkerExec("SELECT 1 FROM collegedb.job WHERE id = $1 AND NOT cancel_requested",
-					 1, types, values, NULL) == 0 ||
-			WorkerExec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
-					 "(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
-					 "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) "
-					 "RETURNING coalesce(raw_key, key), source, target, key",
-					 1, types, values, NULL) == 0)
-		{
-			WorkerCommit();
-			break;
-		}
 		old = MemoryContextSwitchTo(context);
-		key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		source = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-		stored = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+		claimed = JournalJobGoesOn(job_id) && JournalClaimJobKey(job_id, &k);
 		MemoryContextSwitchTo(old);
 		WorkerCommit();
+		if (!claimed)
+			break;
 
 		PG_TRY();
 		{
-			move_one(job_id, key, source, target);
+			move_one(job_id, k.key, k.source, k.target);
 			WorkerBegin();
-			values[1] = CStringGetTextDatum(stored);
-			WorkerExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL "
-					   "WHERE job_id = $1 AND key = $2", 2, types, values, NULL);
+			JournalSettleJobKey(job_id, k.stored, true, NULL, 0);
 			WorkerCommit();
 		}
 		PG_CATCH();
@@ -339,11 +306,7 @@ claim_and_move(int64 job_id)
 			ErrorData  *edata = WorkerCatchError(context);
 
 			WorkerBegin();
-			values[1] = CStringGetTextDatum(stored);
-			values[2] = CStringGetTextDatum(edata->message);
-			WorkerExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
-					   "error = " MOVE_REDACT_KEY("$3", "raw_key", "key") " "
-					   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'", 3, types, values, NULL);
+			JournalSettleJobKey(job_id, k.stored, false, edata->message, 0);
 			WorkerCommit();
 		}
 		PG_END_TRY();
@@ -378,28 +341,6 @@ launch_movers(int64 job_id, int n)
 }
 
 /*
- * finish_job records a job's end.
- */
-static void
-finish_job(int64 job_id, const char *state, const char *result, const char *error)
-{
-	Oid			types[4] = {INT8OID, TEXTOID, JSONBOID, TEXTOID};
-	Datum		values[4];
-	char		nulls[5] = "    ";
-
-	values[0] = Int64GetDatum(job_id);
-	values[1] = CStringGetTextDatum(state);
-	values[2] = result ? DirectFunctionCall1(jsonb_in, CStringGetDatum(result)) : (Datum) 0;
-	nulls[2] = result ? ' ' : 'n';
-	values[3] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	nulls[3] = error ? ' ' : 'n';
-	WorkerExec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
-			   "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), "
-			   "last_error = " MOVE_REDACT_KEY("$4", "raw_key", "key") ", "
-			   "raw_key = NULL, finished_at = now() WHERE id = $1", 4, types, values, nulls);
-}
-
-/*
  * run_rebalance plans a rebalance, records the keys to move, and moves
  * them with 'concurrency' workers.
  */
@@ -407,52 +348,28 @@ static void
 run_rebalance(int64 job_id, const char *table_name, int concurrency)
 {
 	JobPlan    *plan;
-	Oid			types[5] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[5];
+	List	   *keys = NIL;
 	List	   *movers;
+	int64		earlier;
 	ListCell   *lc;
-	StringInfoData result;
 
 	WorkerBegin();
 	plan = RebalancePlan(table_name);
-	values[0] = Int64GetDatum(job_id);
-
-	/*
-	 * A job run again after a crash plans anew: the keys its last run had
-	 * not finished (pending, or claimed by a mover that died) follow the
-	 * new plan, and a key the new plan moves again is pending again.
-	 */
-	WorkerExec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
-			 1, types, values, NULL);
 	foreach(lc, plan->moves)
 	{
 		JobKey	   *jk = lfirst(lc);
+		CdJobKeyRow *k = palloc(sizeof(CdJobKeyRow));
 
-		values[1] = CStringGetTextDatum(RouterStoredKey(jk->key, strlen(jk->key)));
-		values[2] = CStringGetTextDatum(jk->source->name);
-		values[3] = CStringGetTextDatum(jk->target->name);
-		values[4] = CStringGetTextDatum(jk->key);
-		WorkerExec("INSERT INTO collegedb.job_key (job_id, key, source, target, raw_key) "
-				   "VALUES ($1, $2, $3, $4, $5) "
-				   "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
-				   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key",
-				   5, types, values, NULL);
+		k->stored = RouterStoredKey(jk->key, strlen(jk->key));
+		k->key = jk->key;
+		k->source = jk->source->name;
+		k->target = jk->target->name;
+		keys = lappend(keys, k);
 	}
 	/* keys an earlier run moved are agreed now: count them once */
-	WorkerExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1", 1, types, values, NULL);
-	{
-		bool		isnull;
-		int64		earlier = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 1, &isnull)) -
-			list_length(plan->moves);
-
-		initStringInfo(&result);
-		appendStringInfo(&result, "{\"agreed\": " INT64_FORMAT "}",
-						 Max(plan->agreed - earlier, 0));
-	}
-	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(result.data));
-	types[1] = JSONBOID;
-	WorkerExec("UPDATE collegedb.job SET result = $2 WHERE id = $1", 2, types, values, NULL);
+	earlier = JournalPlanJobKeys(job_id, keys) - list_length(plan->moves);
+	JournalSetJobResult(job_id, psprintf("{\"agreed\": " INT64_FORMAT "}",
+										 Max(plan->agreed - earlier, 0)));
 	WorkerCommit();
 
 	movers = launch_movers(job_id, Min(concurrency, list_length(plan->moves)) - 1);
@@ -476,35 +393,7 @@ MoveEndpoints(const char *key, const char *target_name, bool force,
 				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
 				 errmsg("shard \"%s\" does not take keys", target_name),
 				 errhint("Moves go only to active, writable shards; pass force => true to move anyway.")));
-	*source = MoveSourceOf(key);
-}
-
-/*
- * MoveSourceOf returns the shard a key lives on now: where its mapping (or
- * computed placement) and then its tombstones lead.
- */
-const CdShard *
-MoveSourceOf(const char *key)
-{
-	CdRoute		route = RouterResolve(key, strlen(key), false, false);
-	const CdShard *source = route.shard;
-	int			hops;
-
-	if (route.source == CD_ROUTE_STRATEGY)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
-				 errmsg("key \"%s\" has no mapping", key)));
-	if (route.source == CD_ROUTE_COMPUTED)
-	{
-		int			where = RouterProbeKey(key, strlen(key), route.candidates, route.ncandidates);
-
-		if (where < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CD_MAPPING_NOT_FOUND),
-					 errmsg("key \"%s\" was found on none of its shards", key)));
-		source = route.candidates[where];
-	}
-	return RouterFollowTombstones(source, key, strlen(key), &hops);
+	*source = RouterLocateKey(key);
 }
 
 /*
@@ -536,15 +425,12 @@ run_move(int64 job_id, const char *key, const char *target_name, bool force)
 	int64		generation;
 	bool		adopted = true;
 	char	   *result;
-	bool		isnull;
-	Oid			types[1] = {INT8OID};
-	Datum		values[1];
 
 	for (int round = 0; adopted && round < 2; round++)
 	{
 		WorkerBegin();
 		MoveEndpoints(key, target_name, force, &source, &target);
-		if (source == target)
+		if (ShardIs(source, target))
 		{
 			result = MemoryContextStrdup(TopMemoryContext, moved_false(target));
 			WorkerCommit();
@@ -558,12 +444,7 @@ run_move(int64 job_id, const char *key, const char *target_name, bool force)
 	}
 
 	WorkerBegin();
-	values[0] = Int64GetDatum(move_id);
-	WorkerExec("SELECT jsonb_build_object('moved', true, 'move_id', id, 'from', source, 'to', target, "
-			   "'rows', rows)::text FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
-	result = MemoryContextStrdup(TopMemoryContext,
-								 TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0],
-																   SPI_tuptable->tupdesc, 1, &isnull)));
+	result = MemoryContextStrdup(TopMemoryContext, JournalMoveResult(move_id));
 	WorkerCommit();
 	return result;
 }
@@ -576,48 +457,27 @@ void
 JobRun(int64 job_id)
 {
 	MemoryContext context = CurrentMemoryContext;
-	char	   *kind,
-			   *table_name,
-			   *key,
-			   *target;
-	bool		force;
-	int			concurrency;
-	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int64GetDatum(job_id)};
-	bool		isnull;
+	CdJobRow	job;
+	bool		started;
 
 	WorkerBegin();
-	values[1] = TimestampTzGetDatum(MyStartTimestamp);
-	if (WorkerExec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
-				   "lease_pid = pg_backend_pid(), lease_backend_start = $2 "
-				   "WHERE id = $1 AND state IN ('queued', 'running') "
-				   "RETURNING kind, table_name, coalesce(raw_key, key), target, force, "
-				   "coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
-				   2, types, values, NULL) == 0)
-	{
-		WorkerCommit();
-		return;
-	}
 	MemoryContextSwitchTo(context);
-	kind = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	table_name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-	target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
-	force = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
-	concurrency = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
+	started = JournalStartJob(job_id, &job);
 	WorkerCommit();
 	MemoryContextSwitchTo(context);
+	if (!started)
+		return;
 
 	PG_TRY();
 	{
 		char	   *result = NULL;
 
-		if (strcmp(kind, "move") == 0)
-			result = run_move(job_id, key, target, force);
+		if (strcmp(job.kind, "move") == 0)
+			result = run_move(job_id, job.key, job.target, job.force);
 		else
-			run_rebalance(job_id, table_name, concurrency);
+			run_rebalance(job_id, job.table_name, job.concurrency);
 		WorkerBegin();
-		finish_job(job_id, "done", result, NULL);
+		JournalFinishJob(job_id, "done", result, NULL);
 		WorkerCommit();
 	}
 	PG_CATCH();
@@ -625,7 +485,7 @@ JobRun(int64 job_id)
 		ErrorData  *edata = WorkerCatchError(context);
 
 		WorkerBegin();
-		finish_job(job_id, "failed", NULL, edata->message);
+		JournalFinishJob(job_id, "failed", NULL, edata->message);
 		WorkerCommit();
 	}
 	PG_END_TRY();
@@ -654,11 +514,7 @@ collegedb_job_main(Datum arg)
 {
 	dsm_segment *seg;
 	JobRequest *req;
-	Oid			types[9] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID, OIDOID,
-	TEXTOID, TIMESTAMPTZOID};
-	Datum		values[9];
-	char		nulls[10] = "         ";
-	bool		isnull;
+	const char *key;
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -671,29 +527,14 @@ collegedb_job_main(Datum arg)
 	req = dsm_segment_address(seg);
 	worker_connect(req->database, req->owner);
 	pgstat_report_appname("collegedb job");
+	key = req->key_off >= 0 ? req->data + req->key_off : NULL;
 
 	WorkerBegin();
-	values[0] = CStringGetTextDatum(req->kind == 'm' ? "move" : "rebalance");
-	values[1] = req->table_off >= 0 ? CStringGetTextDatum(req->data + req->table_off) : (Datum) 0;
-	nulls[1] = req->table_off >= 0 ? ' ' : 'n';
-	values[2] = req->key_off >= 0 ?
-		CStringGetTextDatum(RouterStoredKey(req->data + req->key_off,
-											strlen(req->data + req->key_off))) : (Datum) 0;
-	nulls[2] = req->key_off >= 0 ? ' ' : 'n';
-	values[7] = req->key_off >= 0 ? CStringGetTextDatum(req->data + req->key_off) : (Datum) 0;
-	nulls[7] = nulls[2];
-	values[8] = TimestampTzGetDatum(MyStartTimestamp);
-	values[3] = req->target_off >= 0 ? CStringGetTextDatum(req->data + req->target_off) : (Datum) 0;
-	nulls[3] = req->target_off >= 0 ? ' ' : 'n';
-	values[4] = BoolGetDatum(req->force);
-	values[5] = Int32GetDatum(req->concurrency);
-	nulls[5] = req->concurrency > 0 ? ' ' : 'n';
-	values[6] = ObjectIdGetDatum(req->owner);
-	WorkerExec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, "
-			   "raw_key, state, lease_pid, lease_backend_start) "
-			   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pg_backend_pid(), $9) RETURNING id",
-			   9, types, values, nulls);
-	req->job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	req->job_id = JournalInsertJob(req->kind == 'm' ? "move" : "rebalance",
+								   req->table_off >= 0 ? req->data + req->table_off : NULL,
+								   key ? RouterStoredKey(key, strlen(key)) : NULL, key,
+								   req->target_off >= 0 ? req->data + req->target_off : NULL,
+								   req->force, req->concurrency, req->owner, true);
 	WorkerCommit();
 
 	JobRun(req->job_id);

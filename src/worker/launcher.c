@@ -64,8 +64,10 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "collegedb.h"
-#include "worker/worker.h"
+#include "worker/launcher.h"
+#include "worker/unit.h"
 
 PG_FUNCTION_INFO_V1(collegedb_wake_launcher);
 
@@ -112,7 +114,6 @@ typedef struct LauncherShared
 	CoordinatorSlot slots[LAUNCHER_SLOTS];
 } LauncherShared;
 
-char	   *CollegeWorkerDatabase = NULL;
 
 static LauncherShared *launcher = NULL;
 static Oid	wake_at_end = InvalidOid;	/* this backend's pending wake */
@@ -126,20 +127,20 @@ static void launcher_process_utility(PlannedStmt *pstmt, const char *queryString
 									 DestReceiver *dest, QueryCompletion *qc);
 
 /*
- * LauncherShmemSize is the size of the coordinator table.
+ * launcher_shmem_size is the size of the coordinator table.
  */
-Size
-LauncherShmemSize(void)
+static Size
+launcher_shmem_size(void)
 {
 	return MAXALIGN(sizeof(LauncherShared));
 }
 
 /*
- * LauncherShmemInit creates or attaches to the coordinator table; called
+ * launcher_shmem_init creates or attaches to the coordinator table; called
  * from shmem.c's startup hook, holding AddinShmemInitLock.
  */
-void
-LauncherShmemInit(void)
+static void
+launcher_shmem_init(void)
 {
 	bool		found;
 
@@ -152,9 +153,10 @@ LauncherShmemInit(void)
 }
 
 /*
- * LauncherInit registers the launcher, the transaction callback that sends
- * wakes and the utility hook that stops a coordinator for the statements
- * that need its database alone; only while preloading.
+ * LauncherInit registers the launcher, its part of shared memory, the
+ * transaction callback that sends wakes and the utility hook that stops a
+ * coordinator for the statements that need its database alone; only while
+ * preloading.
  */
 void
 LauncherInit(void)
@@ -164,6 +166,7 @@ LauncherInit(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
+	ShmemRegister("collegedb launcher", launcher_shmem_size, launcher_shmem_init);
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -177,6 +180,8 @@ LauncherInit(void)
 	RegisterXactCallback(launcher_xact_callback, NULL);
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = launcher_process_utility;
+	/* a backend that finds collegedb in its database wakes the coordinator */
+	CatalogOnFirstUse(LauncherNoticeDatabase);
 }
 
 /*

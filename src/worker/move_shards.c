@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * move_shards.c
- *	  What a move sends to the shards: the key's lock, its tombstones, and
- *	  its rows, read, copied in batches and deleted.
+ *	  What a move sends to the shards of the key's rows: read, copied in
+ *	  batches and deleted.  The key's lock and its tombstones are the
+ *	  tombstone protocol's (remote/tombstones.c).
  *
  * Every statement compares the key byte for byte, whatever the column's
  * collation (the adapter's key_match: MySQL's case-insensitive and PAD
@@ -10,7 +11,7 @@
  * the key as an untyped parameter, so that key columns of any type work.
  * Statements run inside the shard's open remote transaction (they are all
  * sent as writes), through RemoteExecuteInternal: they are collegedb's
- * own, which the adapters let write collegedb_tombstones.
+ * own.
  *
  * Rows are copied as they stream from the source: a sink buffers at most
  * MOVE_BATCH_ROWS rows, MOVE_BATCH_PARAMS parameters or MOVE_BATCH_BYTES
@@ -32,7 +33,7 @@
 #include "catalog/tables.h"
 #include "remote/remote.h"
 #include "router/router.h"
-#include "worker/worker.h"
+#include "worker/move_shards.h"
 
 /* a batch ends at whichever limit comes first (bench/moves measures them) */
 #ifndef MOVE_BATCH_ROWS
@@ -41,26 +42,18 @@
 #define MOVE_BATCH_PARAMS 999	/* SQLite's historic default limit */
 #define MOVE_BATCH_BYTES (1024 * 1024)
 
-/* the MySQL adapter's lock_key_sql writes this row; it is never a tombstone */
-#define PLACEHOLDER_TABLE ""
-
+/* the key as an untyped parameter: the shard takes it as the column's type */
 static CdParam
-key_param(const char *key, bool typed)
+key_param(const char *key)
 {
 	CdParam		p;
 
 	memset(&p, 0, sizeof(p));
 	p.kind = CD_VALUE_TEXT;
-	p.typid = typed ? TEXTOID : InvalidOid;
+	p.typid = InvalidOid;
 	p.str = key;
 	p.len = strlen(key);
 	return p;
-}
-
-static CdParam
-text_param(const char *s)
-{
-	return key_param(s, true);
 }
 
 /*
@@ -70,111 +63,7 @@ text_param(const char *s)
 static char *
 key_condition(const CdShard *shard, const char *column, int n)
 {
-	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-
-	return RouterKeyMatch(adapter, adapter->quote_ident(column), n);
-}
-
-/*
- * MoveEnsureKeyFits refuses a key longer than 'shard''s tombstone table can
- * hold, before the move writes anything.
- */
-void
-MoveEnsureKeyFits(const CdShard *shard, const char *key)
-{
-	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-	int			len;
-
-	if (adapter->max_key_length <= 0)
-		return;
-	len = pg_mbstrlen(key);
-	if (len > adapter->max_key_length)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("key is too long to move to or from shard \"%s\"", shard->name),
-				 errdetail("%s shards keep keys of at most %d characters in their tombstones; this key has %d.",
-						   adapter->name, adapter->max_key_length, len),
-				 errhint("Nothing was moved.")));
-}
-
-/*
- * MoveLockKey takes the key's lock on 'shard' exclusively in its remote
- * transaction (opening it), so that guarded writers of the key wait for
- * the move's commit.
- */
-void
-MoveLockKey(const CdShard *shard, const char *key)
-{
-	CdParam		kp = key_param(key, true);
-
-	(void) RemoteExecuteInternal(shard, AdapterForDialect(shard->dialect)->lock_key_sql,
-								 1, &kp, NULL, true);
-}
-
-/*
- * MoveFindTombstone returns where the key's tombstone on 'shard' points,
- * NULL when it has none, reading inside the shard's open transaction (after
- * MoveLockKey: what the lock's holder committed).  The MySQL placeholder
- * written by the lock is no tombstone.
- */
-char *
-MoveFindTombstone(const CdShard *shard, const char *key)
-{
-	CdParam		kp = key_param(key, true);
-	CaptureRowSink found;
-	CdParam    *row;
-
-	CaptureRowSinkInit(&found);
-	(void) RemoteExecuteInternal(shard,
-								 psprintf("SELECT moved_to FROM collegedb_tombstones WHERE %s "
-										  "AND table_name <> '" PLACEHOLDER_TABLE "' LIMIT 1",
-										  key_condition(shard, "shard_key", 1)),
-								 1, &kp, &found.base, true);
-	if (found.rows == NIL)
-		return NULL;
-	row = linitial(found.rows);
-	return row[0].kind == CD_VALUE_NULL ? NULL : pstrdup(row[0].str);
-}
-
-/*
- * MoveDropTombstones deletes every tombstone of the key on 'shard' (and the
- * MySQL lock's placeholder); with 'placeholder_only', just the placeholder.
- */
-void
-MoveDropTombstones(const CdShard *shard, const char *key, bool placeholder_only)
-{
-	CdParam		kp = key_param(key, true);
-
-	(void) RemoteExecuteInternal(shard,
-								 psprintf("DELETE FROM collegedb_tombstones WHERE %s%s",
-										  key_condition(shard, "shard_key", 1),
-										  placeholder_only ?
-										  " AND table_name = '" PLACEHOLDER_TABLE "'" : ""),
-								 1, &kp, NULL, true);
-}
-
-/*
- * MoveWriteTombstone records on 'shard' that the key's rows of 'table'
- * moved to 'moved_to'.
- */
-void
-MoveWriteTombstone(const CdShard *shard, const CdTable *table, const char *key,
-				   const char *moved_to, int64 move_id)
-{
-	CdParam		tp[4];
-
-	tp[0] = text_param(table->name);
-	tp[1] = key_param(key, true);
-	tp[2] = text_param(moved_to);
-	memset(&tp[3], 0, sizeof(CdParam));
-	tp[3].kind = CD_VALUE_INT;
-	tp[3].typid = INT8OID;
-	tp[3].ival = move_id;
-	tp[3].str = psprintf(INT64_FORMAT, move_id);
-	tp[3].len = strlen(tp[3].str);
-	(void) RemoteExecuteInternal(shard,
-								 "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to, move_id) "
-								 "VALUES ($1, $2, $3, $4)", 4, tp, NULL, true);
+	return AdapterKeyMatch(AdapterForDialect(shard->dialect), column, n);
 }
 
 /*
@@ -185,7 +74,7 @@ int64
 MoveDeleteKeyRows(const CdShard *shard, const CdTable *table, const char *key)
 {
 	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-	CdParam		kp = key_param(key, false);
+	CdParam		kp = key_param(key);
 
 	return RemoteExecuteInternal(shard,
 								 psprintf("DELETE FROM %s WHERE %s",
@@ -307,7 +196,7 @@ MoveCopyKeyRows(const CdShard *source, const CdShard *target, const CdTable *tab
 				const char *key)
 {
 	const CdAdapter *adapter = AdapterForDialect(source->dialect);
-	CdParam		kp = key_param(key, false);
+	CdParam		kp = key_param(key);
 	BatchSink	sink;
 	int64		copied;
 

@@ -24,7 +24,7 @@
  *
  * Ownership.  A move is held by one process at a time: the one whose pid
  * and start time are in lease_pid / lease_backend_start.  A process takes
- * a move (MoveStart, MoveTake) only when its holder is no longer alive, and
+ * a move (MoveStart, JournalTakeMove) only when its holder is no longer alive, and
  * taking it bumps the move's generation.  Every step's front transaction
  * first locks the move's row with the generation it took (no row: the move
  * changed hands, and the step stops having changed nothing) and keeps that
@@ -54,269 +54,33 @@
  *
  * What this file does not do: choose keys or targets (jobs.c), decide
  * which worker runs a move (coordinator.c), build the shards' statements
- * (move_shards.c).
+ * (move_shards.c for the key's rows, remote/tombstones.c for its lock and
+ * tombstones), write the journal's rows (catalog/journal.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
-#include "catalog/pg_extension.h"
-#include "catalog/pg_type.h"
-#include "commands/extension.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
-#include "storage/lmgr.h"
-#include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
-#include "utils/timestamp.h"
 
-#include "catalog/catalog.h"
+#include "catalog/journal.h"
+#include "catalog/mappings.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
+#include "collegedb.h"
 #include "remote/remote.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
-#include "worker/worker.h"
-
-int			CollegeMoveLease = 30;
-int			CollegeMoveMaxAttempts = 8;
-char	   *CollegeTestPauseAfterStep = NULL;
-char	   *CollegeTestPauseInStep = NULL;
+#include "worker/moves.h"
+#include "worker/move_shards.h"
+#include "worker/unit.h"
 
 /* how many times a step that hit a deadlock on a shard is tried at once */
 #define MOVE_DEADLOCK_ATTEMPTS 4
-
-/*
- * Whether the holder of move row "m" is alive: its process, started when
- * it took the move, is still there.
- */
-#define HOLDER_ALIVE \
-	"EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid " \
-	"AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))"
-
-/* the delay before retry number attempts + 1 */
-#define RETRY_DELAY WORKER_RETRY_DELAY("m.attempts")
-
-/*
- * WorkerBegin starts a transaction for one unit of a worker's work, with a
- * snapshot and SPI.  It first takes a share lock on the extension itself,
- * which DROP EXTENSION locks before anything else: a worker and a DROP
- * EXTENSION then wait for each other's transaction instead of deadlocking
- * on the catalog tables, which they would lock in different orders.
- */
-void
-WorkerBegin(void)
-{
-	Oid			extension;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	extension = get_extension_oid("collegedb", true);
-	if (OidIsValid(extension))
-		LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-/*
- * WorkerCommit commits it; the shards' remote transactions commit first.
- */
-void
-WorkerCommit(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
- * WorkerExec runs one catalog statement with the catalog owner's rights
- * (the job's owner holds none on the tables: see catalog/catalog.c).
- */
-uint64
-WorkerExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
-{
-	CdCatalogAccess access;
-	int			rc;
-
-	CatalogAccessBegin(&access);
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
-	CatalogAccessEnd(&access);
-	return SPI_processed;
-}
-
-/*
- * WorkerCatchError, in a PG_CATCH block, takes the error into 'context',
- * clears it and aborts the transaction, so that the caller can record the
- * error in a new one.
- */
-ErrorData *
-WorkerCatchError(MemoryContext context)
-{
-	ErrorData  *edata;
-
-	MemoryContextSwitchTo(context);
-	edata = CopyErrorData();
-	FlushErrorState();
-	AbortCurrentTransaction();
-	return edata;
-}
-
-static char *
-spi_text(int row, int col)
-{
-	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
-}
-
-static Datum
-spi_datum(int row, int col, bool *isnull)
-{
-	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
-}
-
-typedef struct MoveRow
-{
-	int64		id;
-	int64		generation;
-	int64		job_id;			/* 0: none */
-	char	   *key;			/* the stored form */
-	char	   *raw_key;		/* the key itself */
-	const CdShard *source;
-	const CdShard *target;
-	char	   *step;
-	bool		abandoned;
-} MoveRow;
-
-/*
- * load_move locks a move's row, if this attempt still holds the move (its
- * generation), and reads it into the caller's memory context; false when
- * the move has changed hands.
- */
-static bool
-load_move(int64 move_id, int64 generation, MoveRow *m)
-{
-	MemoryContext caller = CurrentMemoryContext;
-	Oid			types[2] = {INT8OID, INT8OID};
-	Datum		values[2] = {Int64GetDatum(move_id), Int64GetDatum(generation)};
-	MemoryContext old;
-	bool		isnull;
-
-	if (WorkerExec("SELECT key, raw_key, source, target, step, coalesce(job_id, 0), abandoned "
-				   "FROM collegedb.move WHERE id = $1 AND generation = $2 FOR UPDATE",
-				   2, types, values, NULL) != 1)
-		return false;
-	old = MemoryContextSwitchTo(caller);
-	m->id = move_id;
-	m->generation = generation;
-	m->key = spi_text(0, 1);
-	m->raw_key = spi_text(0, 2);
-	m->step = spi_text(0, 5);
-	m->job_id = DatumGetInt64(spi_datum(0, 6, &isnull));
-	m->abandoned = DatumGetBool(spi_datum(0, 7, &isnull));
-	if (m->raw_key == NULL && strcmp(m->step, "done") != 0 && strcmp(m->step, "failed") != 0)
-		elog(ERROR, "move %ld has lost its key", (long) move_id);
-	/* shards are looked up only where a step needs them: one may be gone */
-	m->source = strcmp(m->step, "done") == 0 || strcmp(m->step, "failed") == 0 ? NULL :
-		ShardLookup(spi_text(0, 3));
-	m->target = m->source ? ShardLookup(spi_text(0, 4)) : NULL;
-	MemoryContextSwitchTo(old);
-	return true;
-}
-
-/*
- * journal runs an UPDATE of the move's own row, as the attempt that holds
- * it ($1 = id, $2 = generation, then 'nargs' more).
- */
-static void
-journal(const MoveRow *m, const char *set, int nargs, Oid *types, Datum *values,
-		const char *nulls)
-{
-	Oid			t[8] = {INT8OID, INT8OID};
-	Datum		v[8] = {Int64GetDatum(m->id), Int64GetDatum(m->generation)};
-	char		n[9] = "        ";
-
-	for (int i = 0; i < nargs; i++)
-	{
-		t[i + 2] = types[i];
-		v[i + 2] = values[i];
-		n[i + 2] = nulls ? nulls[i] : ' ';
-	}
-	if (WorkerExec(psprintf("UPDATE collegedb.move m SET %s, updated_at = now() "
-							"WHERE id = $1 AND generation = $2", set),
-				   nargs + 2, t, v, n) != 1)
-		elog(ERROR, "move %ld changed hands while its row was locked", (long) m->id);
-}
-
-/*
- * set_step records the step a move reached and renews its lease.
- */
-static void
-set_step(const MoveRow *m, const char *step, const char *rows)
-{
-	Oid			types[3] = {TEXTOID, JSONBOID, INT4OID};
-	Datum		values[3];
-	char		nulls[3] = "   ";
-
-	values[0] = CStringGetTextDatum(step);
-	values[1] = rows ? DirectFunctionCall1(jsonb_in, CStringGetDatum(rows)) : (Datum) 0;
-	nulls[1] = rows ? ' ' : 'n';
-	values[2] = Int32GetDatum(CollegeMoveLease);
-	journal(m, "step = $3, rows = coalesce($4, rows), error = NULL, abandoned = false, "
-			"lease_until = now() + $5 * interval '1 second'", 3, types, values, nulls);
-}
-
-/*
- * settle_job_key makes the move's key in its job say how the move ended,
- * also when that was decided after the job had recorded an earlier try.
- */
-static void
-settle_job_key(const MoveRow *m, bool moved)
-{
-	Oid			types[3] = {INT8OID, TEXTOID, INT8OID};
-	Datum		values[3];
-
-	if (m->job_id <= 0)
-		return;
-	values[0] = Int64GetDatum(m->job_id);
-	values[1] = CStringGetTextDatum(m->key);
-	values[2] = Int64GetDatum(m->id);
-	WorkerExec(moved ?
-			   "UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL "
-			   "WHERE job_id = $1 AND key = $2" :
-			   "UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
-			   "error = (SELECT error FROM collegedb.move WHERE id = $3) "
-			   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
-			   3, types, values, NULL);
-}
-
-/*
- * end_move ends a move: done, or failed with 'error' (NULL: the error the
- * journal has).  The key itself is forgotten (with hash_mappings only its
- * stored form stays).
- */
-static void
-end_move(MoveRow *m, bool failed, const char *error, const char *rows)
-{
-	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
-	Datum		values[3];
-	char		nulls[3] = "   ";
-
-	values[0] = CStringGetTextDatum(failed ? "failed" : "done");
-	values[1] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	nulls[1] = error ? ' ' : 'n';
-	values[2] = rows ? DirectFunctionCall1(jsonb_in, CStringGetDatum(rows)) : (Datum) 0;
-	nulls[2] = rows ? ' ' : 'n';
-	journal(m, "step = $3, error = CASE WHEN $3 = 'failed' THEN coalesce($4, error) END, "
-			"rows = coalesce($5, rows), raw_key = NULL, lease_until = NULL, abandoned = false",
-			3, types, values, nulls);
-	settle_job_key(m, !failed);
-}
 
 static List *
 tables_to_move(void)
@@ -381,27 +145,32 @@ pause_for_tests(const char *setting, int64 move_id, const char *where, const cha
  * would copy nothing and wipe the key's rows), it must fit both shards,
  * and the target must be reachable; the target's stale rows of the key
  * (left by an earlier failed move) are removed, committed with the step.
+ * A key that is on the target already ends the move with nothing moved,
+ * also when the target is the source itself: the target's "stale" rows
+ * would be the key's own, and its tombstone would point at its own shard.
  */
 static void
-step_validate(MoveRow *m)
+step_validate(CdMoveRow *m)
 {
-	const CdShard *now = MoveSourceOf(m->raw_key);
+	const CdShard *now = RouterLocateKey(m->raw_key);
 	ListCell   *lc;
 
-	if (strcmp(now->name, m->source->name) != 0)
+	if (ShardIs(now, m->target))
 	{
-		if (strcmp(now->name, m->target->name) == 0)
-			end_move(m, false, NULL, "{}");
-		else
-			end_move(m, true, psprintf("the key is on shard \"%s\" now, not on \"%s\"; nothing was moved",
-								 now->name, m->source->name), "{}");
+		JournalEndMove(m, false, NULL, "{}");
 		return;
 	}
-	MoveEnsureKeyFits(m->source, m->raw_key);
-	MoveEnsureKeyFits(m->target, m->raw_key);
+	if (!ShardIs(now, m->source))
+	{
+		JournalEndMove(m, true, psprintf("the key is on shard \"%s\" now, not on \"%s\"; nothing was moved",
+										 now->name, m->source->name), "{}");
+		return;
+	}
+	TombstoneEnsureKeyFits(m->source, m->raw_key, strlen(m->raw_key), true);
+	TombstoneEnsureKeyFits(m->target, m->raw_key, strlen(m->raw_key), true);
 	foreach(lc, tables_to_move())
 		(void) MoveDeleteKeyRows(m->target, lfirst(lc), m->raw_key);
-	set_step(m, "copied", NULL);
+	JournalSetStep(m, "copied", NULL);
 }
 
 /*
@@ -410,7 +179,7 @@ step_validate(MoveRow *m)
  * key's lock is held.
  */
 static void
-step_source(MoveRow *m)
+step_source(CdMoveRow *m)
 {
 	List	   *tables = tables_to_move();
 	int64	   *copied = palloc0(sizeof(int64) * list_length(tables));
@@ -418,8 +187,8 @@ step_source(MoveRow *m)
 	int			i;
 	ListCell   *lc;
 
-	MoveEnsureKeyFits(m->source, m->raw_key);
-	MoveEnsureKeyFits(m->target, m->raw_key);
+	TombstoneEnsureKeyFits(m->source, m->raw_key, strlen(m->raw_key), true);
+	TombstoneEnsureKeyFits(m->target, m->raw_key, strlen(m->raw_key), true);
 
 	/*
 	 * Open both shards' transactions in name order, so that movers crossing
@@ -429,26 +198,26 @@ step_source(MoveRow *m)
 	 * key lived there once), together with the rows that replace it.
 	 */
 	if (strcmp(m->target->name, m->source->name) < 0)
-		MoveDropTombstones(m->target, m->raw_key, false);
-	MoveLockKey(m->source, m->raw_key);
+		TombstoneDrop(m->target, m->raw_key, false);
+	TombstoneLockKey(m->source, m->raw_key);
 	pause_for_tests(CollegeTestPauseInStep, m->id, "source_lock", "inside step");
 
-	moved_to = MoveFindTombstone(m->source, m->raw_key);
+	moved_to = TombstoneFind(m->source, m->raw_key);
 	if (moved_to != NULL)
 	{
-		MoveDropTombstones(m->source, m->raw_key, true);
+		TombstoneDrop(m->source, m->raw_key, true);
 		if (strcmp(moved_to, m->target->name) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
 					 errmsg("the key has moved from shard \"%s\" to \"%s\" since move %ld began",
 							m->source->name, moved_to, (long) m->id)));
 		/* the source step committed before the journal could say so */
-		set_step(m, "source_done", NULL);
+		JournalSetStep(m, "source_done", NULL);
 		return;
 	}
 
 	if (strcmp(m->target->name, m->source->name) >= 0)
-		MoveDropTombstones(m->target, m->raw_key, false);
+		TombstoneDrop(m->target, m->raw_key, false);
 	i = 0;
 	foreach(lc, tables)
 	{
@@ -471,14 +240,14 @@ step_source(MoveRow *m)
 	RemoteCommitNow(m->target);
 	pause_for_tests(CollegeTestPauseInStep, m->id, "source", "inside step");
 
-	MoveDropTombstones(m->source, m->raw_key, false);
+	TombstoneDrop(m->source, m->raw_key, false);
 	i = 0;
 	foreach(lc, tables)
 	{
 		CdTable    *table = lfirst(lc);
 		int64		deleted;
 
-		MoveWriteTombstone(m->source, table, m->raw_key, m->target->name, m->id);
+		TombstoneWrite(m->source, table, m->raw_key, m->target->name, m->id);
 		deleted = MoveDeleteKeyRows(m->source, table, m->raw_key);
 		if (deleted != copied[i])
 			ereport(ERROR,
@@ -490,7 +259,7 @@ step_source(MoveRow *m)
 					 errhint("A statement that bypasses collegedb's guard (run_on_shard, or a client of the shard) wrote the key's rows during the move.")));
 		i++;
 	}
-	set_step(m, "source_done", row_counts(tables, copied));
+	JournalSetStep(m, "source_done", row_counts(tables, copied));
 }
 
 /*
@@ -499,20 +268,10 @@ step_source(MoveRow *m)
  * exception).
  */
 static void
-step_map(MoveRow *m)
+step_map(CdMoveRow *m)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
-
-	values[0] = CStringGetTextDatum(m->key);
-	values[1] = CStringGetTextDatum(m->target->name);
-	if (WorkerExec("UPDATE collegedb.mapping SET shard = $2 WHERE record = "
-				   "(SELECT record FROM collegedb.mapping WHERE key = $1)",
-				   2, types, values, NULL) == 0)
-		WorkerExec("INSERT INTO collegedb.mapping (key, record, shard) VALUES ($1, $1, $2) "
-				   "ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
-				   2, types, values, NULL);
-	set_step(m, "mapped", NULL);
+	MappingPoint(m->key, m->target->name);
+	JournalSetStep(m, "mapped", NULL);
 }
 
 /*
@@ -522,17 +281,17 @@ step_map(MoveRow *m)
  * forward: source_done).
  */
 static bool
-scrub_target(MoveRow *m)
+scrub_target(CdMoveRow *m)
 {
 	char	   *moved_to;
 	ListCell   *lc;
 
-	MoveLockKey(m->source, m->raw_key);
-	moved_to = MoveFindTombstone(m->source, m->raw_key);
-	MoveDropTombstones(m->source, m->raw_key, true);
+	TombstoneLockKey(m->source, m->raw_key);
+	moved_to = TombstoneFind(m->source, m->raw_key);
+	TombstoneDrop(m->source, m->raw_key, true);
 	if (moved_to != NULL && strcmp(moved_to, m->target->name) == 0)
 	{
-		set_step(m, "source_done", NULL);
+		JournalSetStep(m, "source_done", NULL);
 		return false;
 	}
 	if (moved_to != NULL)
@@ -547,35 +306,6 @@ scrub_target(MoveRow *m)
 }
 
 /*
- * MoveTake makes this process the holder of a move that is not finished,
- * when its holder is gone (or is this process) and no step of it is under
- * way; returns the generation this attempt holds, 0 when it could not.
- * In the caller's transaction.
- */
-int64
-MoveTake(int64 move_id)
-{
-	Oid			types[4] = {INT8OID, INT4OID, TIMESTAMPTZOID, INT4OID};
-	Datum		values[4];
-	bool		isnull;
-
-	values[0] = Int64GetDatum(move_id);
-	values[1] = Int32GetDatum(MyProcPid);
-	values[2] = TimestampTzGetDatum(MyStartTimestamp);
-	values[3] = Int32GetDatum(CollegeMoveLease);
-	if (WorkerExec("UPDATE collegedb.move m SET generation = m.generation + 1, lease_pid = $2, "
-				   "lease_backend_start = $3, lease_until = now() + $4 * interval '1 second', "
-				   "updated_at = now() "
-				   "WHERE m.id = (SELECT id FROM collegedb.move WHERE id = $1 "
-				   "              AND step NOT IN ('done', 'failed') FOR UPDATE SKIP LOCKED) "
-				   "AND (m.lease_pid IS NULL OR (m.lease_pid = $2 AND m.lease_backend_start = $3) "
-				   "     OR NOT " HOLDER_ALIVE ") "
-				   "RETURNING m.generation", 4, types, values, NULL) != 1)
-		return 0;
-	return DatumGetInt64(spi_datum(0, 1, &isnull));
-}
-
-/*
  * MoveStart journals a move of 'key' (in the caller's transaction) and
  * returns its id, held by this process (*generation).  An unfinished move
  * of the key whose holder is gone is taken over instead (*adopted; it may
@@ -587,76 +317,13 @@ int64
 MoveStart(int64 job_id, const char *key, const char *source, const char *target,
 		  int64 *generation, bool *adopted, int64 *busy)
 {
-	Oid			types[9] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID,
-	TIMESTAMPTZOID, INT4OID};
-	Datum		values[9];
-	char		nulls[9] = "        ";
-	bool		isnull;
-
-	MoveEnsureKeyFits(ShardLookup(source), key);
-	MoveEnsureKeyFits(ShardLookup(target), key);
-	*adopted = false;
-	values[0] = Int64GetDatum(job_id);
-	nulls[0] = job_id > 0 ? ' ' : 'n';
-	values[1] = CStringGetTextDatum(RouterStoredKey(key, strlen(key)));
-	values[2] = CStringGetTextDatum(key);
-	values[3] = CStringGetTextDatum(source);
-	values[4] = CStringGetTextDatum(target);
-	values[5] = Int32GetDatum(MyProcPid);
-	values[6] = TimestampTzGetDatum(MyStartTimestamp);
-	values[7] = Int32GetDatum(CollegeMoveLease);
-
-	if (WorkerExec("SELECT id, m.lease_pid IS NOT NULL "
-				   "AND NOT (m.lease_pid = $6 AND m.lease_backend_start = $7) AND " HOLDER_ALIVE ", "
-				   "coalesce(m.lease_pid, 0) "
-				   "FROM collegedb.move m WHERE key = $2 AND step NOT IN ('done', 'failed')",
-				   8, types, values, nulls) > 0)
-	{
-		int64		id = DatumGetInt64(spi_datum(0, 1, &isnull));
-		bool		alive = DatumGetBool(spi_datum(0, 2, &isnull));
-		int			pid = DatumGetInt32(spi_datum(0, 3, &isnull));
-
-		if (!alive)
-			*generation = MoveTake(id);
-		if ((alive || *generation == 0) && busy != NULL)
-		{
-			*busy = id;
-			return 0;
-		}
-		if (alive || *generation == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
-					 errmsg("the key is already being moved"),
-					 errdetail("Move %ld is running in process %d.", (long) id, pid)));
-		if (job_id > 0)
-		{
-			Oid			t[2] = {INT8OID, INT8OID};
-			Datum		v[2] = {Int64GetDatum(id), Int64GetDatum(job_id)};
-
-			WorkerExec("UPDATE collegedb.move SET job_id = $2 WHERE id = $1", 2, t, v, NULL);
-		}
-		*adopted = true;
-		return id;
-	}
-
-	/* a mover that got here first, between the check above and now */
-	if (WorkerExec("INSERT INTO collegedb.move (job_id, key, raw_key, source, target, generation, "
-				   "lease_pid, lease_backend_start, lease_until) "
-				   "VALUES ($1, $2, $3, $4, $5, 1, $6, $7, now() + $8 * interval '1 second') "
-				   "ON CONFLICT (key) WHERE step NOT IN ('done', 'failed') DO NOTHING "
-				   "RETURNING id", 8, types, values, nulls) == 0)
-	{
-		if (busy != NULL)
-		{
-			*busy = -1;
-			return 0;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
-				 errmsg("the key is already being moved")));
-	}
-	*generation = 1;
-	return DatumGetInt64(spi_datum(0, 1, &isnull));
+	/* a move onto its own source would delete the rows it copies */
+	if (strcmp(source, target) == 0)
+		elog(ERROR, "move of a key from shard \"%s\" to itself", source);
+	TombstoneEnsureKeyFits(ShardLookup(source), key, strlen(key), true);
+	TombstoneEnsureKeyFits(ShardLookup(target), key, strlen(key), true);
+	return JournalStartMove(job_id, RouterStoredKey(key, strlen(key)), key, source, target,
+							generation, adopted, busy);
 }
 
 typedef enum MoveOutcome
@@ -682,11 +349,11 @@ move_steps(int64 move_id, int64 generation, char **failure)
 
 	for (;;)
 	{
-		MoveRow		m;
+		CdMoveRow	m;
 		const char *done_step;
 
 		WorkerBegin();
-		if (!load_move(move_id, generation, &m))
+		if (!JournalLoadMove(move_id, generation, &m))
 		{
 			WorkerCommit();
 			outcome = MOVE_OUTCOME_TAKEN_OVER;
@@ -700,16 +367,12 @@ move_steps(int64 move_id, int64 generation, char **failure)
 		else if (strcmp(m.step, "source_done") == 0)
 			step_map(&m), done_step = "mapped";
 		else if (strcmp(m.step, "mapped") == 0)
-			end_move(&m, false, NULL, NULL), done_step = "done";
+			JournalEndMove(&m, false, NULL, NULL), done_step = "done";
 		else
 		{
 			if (strcmp(m.step, "failed") == 0)
 			{
-				Oid			types[1] = {INT8OID};
-				Datum		values[1] = {Int64GetDatum(move_id)};
-
-				WorkerExec("SELECT error FROM collegedb.move WHERE id = $1", 1, types, values, NULL);
-				*failure = spi_text(0, 1);
+				*failure = JournalMoveError(move_id);
 				*failure = MemoryContextStrdup(caller, *failure ? *failure : "the move failed");
 				outcome = MOVE_OUTCOME_FAILED;
 			}
@@ -740,21 +403,21 @@ settle_failure(int64 move_id, int64 generation)
 
 	PG_TRY();
 	{
-		MoveRow		m;
+		CdMoveRow	m;
 
 		WorkerBegin();
-		if (!load_move(move_id, generation, &m))
+		if (!JournalLoadMove(move_id, generation, &m))
 			;					/* changed hands */
 		else if (strcmp(m.step, "copied") == 0)
 		{
 			/* the source step ran: the target may hold a copy */
 			if (scrub_target(&m) && m.abandoned)
-				end_move(&m, true, NULL, NULL);
+				JournalEndMove(&m, true, NULL, NULL);
 		}
 		else if (strcmp(m.step, "journaled") == 0 && m.abandoned)
 		{
 			/* validation only removes rows: the target holds nothing of ours */
-			end_move(&m, true, NULL, NULL);
+			JournalEndMove(&m, true, NULL, NULL);
 		}
 		WorkerCommit();
 	}
@@ -777,30 +440,14 @@ settle_failure(int64 move_id, int64 generation)
 static void
 record_failure(int64 move_id, int64 generation, const char *message)
 {
-	Oid			types[4] = {INT8OID, INT8OID, TEXTOID, INT4OID};
-	Datum		values[4];
-
-	values[0] = Int64GetDatum(move_id);
-	values[1] = Int64GetDatum(generation);
-	values[2] = CStringGetTextDatum(message);
-	values[3] = Int32GetDatum(CollegeMoveMaxAttempts);
 	WorkerBegin();
-	WorkerExec("UPDATE collegedb.move m SET error = " MOVE_REDACT_KEY("$3", "m.raw_key", "m.key") ", "
-			   "attempts = m.attempts + 1, "
-			   "next_attempt_at = now() + " RETRY_DELAY ", "
-			   "abandoned = m.abandoned OR (m.attempts + 1 >= $4 AND m.step IN ('journaled', 'copied')), "
-			   "updated_at = now() "
-			   "WHERE id = $1 AND generation = $2 AND step NOT IN ('done', 'failed')",
-			   4, types, values, NULL);
+	JournalRecordFailure(move_id, generation, message);
 	WorkerCommit();
 
 	settle_failure(move_id, generation);
 
 	WorkerBegin();
-	WorkerExec("UPDATE collegedb.move SET lease_pid = NULL, lease_backend_start = NULL, "
-			   "lease_until = NULL WHERE id = $1 AND generation = $2 "
-			   "AND step NOT IN ('done', 'failed')",
-			   2, types, values, NULL);
+	JournalReleaseMove(move_id, generation);
 	WorkerCommit();
 }
 
@@ -883,22 +530,7 @@ MoveCleanUp(int64 move_id, int64 generation)
 	PG_END_TRY();
 
 	WorkerBegin();
-	{
-		Oid			types[3] = {INT8OID, INT8OID, TEXTOID};
-		Datum		values[3];
-		char		nulls[4] = "   ";
-
-		values[0] = Int64GetDatum(move_id);
-		values[1] = Int64GetDatum(generation);
-		values[2] = edata ? CStringGetTextDatum(edata->message) : (Datum) 0;
-		nulls[2] = edata ? ' ' : 'n';
-		WorkerExec("UPDATE collegedb.move m SET "
-				   "error = coalesce(" MOVE_REDACT_KEY("$3", "m.raw_key", "m.key") ", error), "
-				   "next_attempt_at = now() + " RETRY_DELAY ", "
-				   "lease_pid = NULL, lease_backend_start = NULL, lease_until = NULL "
-				   "WHERE id = $1 AND generation = $2 AND step NOT IN ('done', 'failed')",
-				   3, types, values, nulls);
-	}
+	JournalRetryLater(move_id, generation, edata ? edata->message : NULL);
 	WorkerCommit();
 }
 
@@ -913,8 +545,6 @@ MoveWaitWhileHeld(int64 move_id)
 {
 	for (;;)
 	{
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(move_id)};
 		bool		held;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -924,9 +554,7 @@ MoveWaitWhileHeld(int64 move_id)
 		if (move_id < 0)
 			return;
 		WorkerBegin();
-		held = WorkerExec("SELECT 1 FROM collegedb.move m WHERE id = $1 "
-						  "AND step NOT IN ('done', 'failed') AND " HOLDER_ALIVE,
-						  1, types, values, NULL) > 0;
+		held = JournalMoveHeld(move_id);
 		WorkerCommit();
 		if (!held)
 			return;

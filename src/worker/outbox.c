@@ -44,7 +44,6 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
@@ -55,27 +54,21 @@
 #include "utils/memutils.h"
 
 #include "catalog/shards.h"
+#include "catalog/topology.h"
 #include "collegedb.h"
 #include "remote/fanout.h"
 #include "remote/remote.h"
-#include "worker/worker.h"
-
-int			CollegeTopologyTimeout = 10000;
-char	   *CollegeTestPauseAfterDelivery = NULL;
+#include "worker/launcher.h"
+#include "worker/outbox.h"
+#include "worker/unit.h"
 
 /* how many deliveries one pass takes at most */
 #define OUTBOX_BATCH 1000
 
-/* one row of the outbox */
+/* one row of the outbox, with the statement's parameters, and how it went */
 typedef struct Delivery
 {
-	char	   *group_name;
-	char	   *kind;
-	char	   *channel;		/* "" for a snapshot */
-	char	   *member;
-	int64		version;
-	Oid			owner;
-	int			attempts;
+	CdTopologyDelivery row;
 	bool		snapshot;
 	CdParam		params[4];
 	int			nparams;
@@ -154,69 +147,38 @@ set_ensured(Oid serverid, bool yes)
 	MemoryContextSwitchTo(old);
 }
 
-static Datum
-spi_datum(int row, int col, bool *isnull)
-{
-	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
-}
-
 /*
- * load_due reads the deliveries that are due, by owner and member, into
- * 'context'; *next_ms is how long until the next one falls due (-1: none
- * left after these).
+ * load_due reads the deliveries that are due into 'context', with their
+ * statements' parameters; *next_ms is how long until the next one falls
+ * due (-1: none left after these).
  */
 static List *
 load_due(MemoryContext context, long *next_ms)
 {
+	MemoryContext old = MemoryContextSwitchTo(context);
+	List	   *due = TopologyDueDeliveries(OUTBOX_BATCH, next_ms);
 	List	   *rows = NIL;
-	MemoryContext old;
-	bool		isnull;
+	ListCell   *lc;
 
-	WorkerExec("SELECT d.group_name, d.kind, d.channel, d.member, d.version, d.payload, "
-			   "d.owner::oid, d.attempts "
-			   "FROM collegedb.topology_delivery d WHERE d.next_attempt_at <= now() "
-			   "ORDER BY d.owner::oid, d.member, d.group_name, d.kind, d.channel "
-			   "LIMIT " CppAsString2(OUTBOX_BATCH), 0, NULL, NULL, NULL);
-	old = MemoryContextSwitchTo(context);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	foreach(lc, due)
 	{
 		Delivery   *d = palloc0(sizeof(Delivery));
-		Datum		payload;
-		bool		no_payload;
+		CdTopologyDelivery *row = lfirst(lc);
 		int			p = 0;
 
-		d->group_name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		d->kind = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-		d->channel = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
-		d->member = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4);
-		d->version = DatumGetInt64(spi_datum(i, 5, &isnull));
-		payload = spi_datum(i, 6, &no_payload);
-		d->owner = DatumGetObjectId(spi_datum(i, 7, &isnull));
-		d->attempts = DatumGetInt32(spi_datum(i, 8, &isnull));
-		d->snapshot = strcmp(d->kind, "snapshot") == 0;
-
+		d->row = *row;
+		d->snapshot = strcmp(row->kind, "snapshot") == 0;
 		/* snapshot: group, version, snapshot; state: group, channel, version, value */
-		ValuesToParam(CStringGetTextDatum(d->group_name), false, TEXTOID, &d->params[p++]);
+		ValuesToParam(CStringGetTextDatum(row->group_name), false, TEXTOID, &d->params[p++]);
 		if (!d->snapshot)
-			ValuesToParam(CStringGetTextDatum(d->channel), false, TEXTOID, &d->params[p++]);
-		ValuesToParam(Int64GetDatum(d->version), false, INT8OID, &d->params[p++]);
-		ValuesToParam(no_payload ? (Datum) 0 : PointerGetDatum(DatumGetJsonbPCopy(payload)),
-					  no_payload, JSONBOID, &d->params[p++]);
+			ValuesToParam(CStringGetTextDatum(row->channel), false, TEXTOID, &d->params[p++]);
+		ValuesToParam(Int64GetDatum(row->version), false, INT8OID, &d->params[p++]);
+		ValuesToParam(row->payload ? JsonbPGetDatum(row->payload) : (Datum) 0,
+					  row->payload == NULL, JSONBOID, &d->params[p++]);
 		d->nparams = p;
 		rows = lappend(rows, d);
 	}
 	MemoryContextSwitchTo(old);
-
-	*next_ms = -1;
-	if (WorkerExec("SELECT ceil(extract(epoch FROM min(d.next_attempt_at) - clock_timestamp()) * 1000)::bigint "
-				   "FROM collegedb.topology_delivery d WHERE d.next_attempt_at > now()",
-				   0, NULL, NULL, NULL) == 1)
-	{
-		Datum		ms = spi_datum(0, 1, &isnull);
-
-		if (!isnull)
-			*next_ms = (long) Max(DatumGetInt64(ms), 0);
-	}
 	return rows;
 }
 
@@ -235,15 +197,15 @@ members_of(List *rows)
 	{
 		Delivery   *d = lfirst(lc);
 
-		if (m == NULL || m->owner != d->owner || strcmp(m->name, d->member) != 0)
+		if (m == NULL || m->owner != d->row.owner || strcmp(m->name, d->row.member) != 0)
 		{
 			m = palloc0(sizeof(Member));
-			m->name = d->member;
-			m->owner = d->owner;
+			m->name = d->row.member;
+			m->owner = d->row.owner;
 			m->step = -1;
 			members = lappend(members, m);
 		}
-		m->attempts = Max(m->attempts, d->attempts);
+		m->attempts = Max(m->attempts, d->row.attempts);
 		m->deliveries = lappend(m->deliveries, d);
 	}
 	return members;
@@ -414,8 +376,8 @@ pause_for_tests(List *members)
 		{
 			Delivery   *d = lfirst(dc);
 
-			if (d->ok && strcmp(d->group_name, CollegeTestPauseAfterDelivery) == 0)
-				group = d->group_name;
+			if (d->ok && strcmp(d->row.group_name, CollegeTestPauseAfterDelivery) == 0)
+				group = d->row.group_name;
 		}
 	if (group == NULL)
 		return;
@@ -437,38 +399,12 @@ pause_for_tests(List *members)
 }
 
 /*
- * delivery_key fills the first four arguments of the statements that
- * find a delivery's row.
- */
-static void
-delivery_key(const Delivery *d, Datum *values)
-{
-	values[0] = CStringGetTextDatum(d->group_name);
-	values[1] = CStringGetTextDatum(d->kind);
-	values[2] = CStringGetTextDatum(d->channel);
-	values[3] = CStringGetTextDatum(d->member);
-}
-
-/* the row of a delivery, unless a writer holds it */
-#define DELIVERY_ROW \
-	"d.ctid = (SELECT x.ctid FROM collegedb.topology_delivery x " \
-	"WHERE x.group_name = $1 AND x.kind = $2 AND x.channel = $3 AND x.member = $4 %s " \
-	"FOR UPDATE SKIP LOCKED)"
-
-/*
  * record writes the outcome of a pass's deliveries to the outbox, in a
  * transaction of its own.
  */
 static void
 record(List *members)
 {
-	Oid			done_types[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
-	Oid			failed_types[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	char	   *done_sql = psprintf("DELETE FROM collegedb.topology_delivery d WHERE " DELIVERY_ROW,
-									"AND x.version = $5");
-	char	   *failed_sql = psprintf("UPDATE collegedb.topology_delivery d SET attempts = d.attempts + 1, "
-									  "next_attempt_at = clock_timestamp() + %s, last_error = $5 WHERE "
-									  DELIVERY_ROW, WORKER_RETRY_DELAY("d.attempts"), "");
 	ListCell   *lc;
 	ListCell   *dc;
 
@@ -480,17 +416,11 @@ record(List *members)
 		foreach(dc, m->deliveries)
 		{
 			Delivery   *d = lfirst(dc);
-			Datum		values[5];
 
-			delivery_key(d, values);
 			if (d->ok)
-			{
-				values[4] = Int64GetDatum(d->version);
-				WorkerExec(done_sql, 5, done_types, values, NULL);
-				continue;
-			}
-			values[4] = CStringGetTextDatum(m->error ? m->error : "not attempted");
-			WorkerExec(failed_sql, 5, failed_types, values, NULL);
+				TopologyDelivered(&d->row);
+			else
+				TopologyDeliveryFailed(&d->row, m->error ? m->error : "not attempted");
 		}
 		if (m->error)
 			ereport(LOG,

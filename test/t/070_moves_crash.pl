@@ -282,6 +282,8 @@ for my $mode (qw(kill restart))
 			ok( wait_for_log_match($front, qr/all server processes terminated; reinitializing/,
 					$off, 30),
 				"$label: the postmaster restarts every process");
+			$front->poll_query_until('postgres', 'SELECT true')
+			  or die 'the front did not accept connections after the crash';
 			wait_done($id, $label);
 			set_pause(undef);
 		}
@@ -373,6 +375,8 @@ for my $i (0 .. $#inside)
 	psql_finish($caller, 60);
 	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
 		"$label: the postmaster restarts every process");
+	$front->poll_query_until('postgres', 'SELECT true')
+	  or die 'the front did not accept connections after the crash';
 	wait_done($id, $label);
 	is(move_field($id, 'generation'), '2', "$label: the coordinator took the move over once (generation 2)");
 	$expected_where{$k} = $to;
@@ -411,6 +415,8 @@ for my $i (0 .. $#inside)
 	kill 'KILL', $pid;
 	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
 		"$label: the postmaster restarts every process");
+	$front->poll_query_until('postgres', 'SELECT true')
+	  or die 'the front did not accept connections after the crash';
 	wait_done($id, $label);
 	is( $front->safe_psql('postgres',
 			"SELECT state, moved + agreed >= 1 FROM collegedb.wait_for_job($job, '30 s')"),
@@ -464,6 +470,8 @@ for my $i (0 .. $#inside)
 	psql_finish($caller, 60);
 	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
 		"$label: the postmaster restarts every process");
+	$front->poll_query_until('postgres', 'SELECT true')
+	  or die 'the front did not accept connections after the crash';
 	set_pause(undef);
 	wait_done($_, $label) for grep { defined } $id1, $id2;
 	is($front->safe_psql('postgres', "SELECT state FROM collegedb.jobs WHERE id = $job"),
@@ -509,6 +517,8 @@ for my $i (0 .. $#inside)
 	psql_finish($caller, 60);
 	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
 		"$label: the postmaster restarts every process");
+	$front->poll_query_until('postgres', 'SELECT true')
+	  or die 'the front did not accept connections after the crash';
 
 	# the coordinator retries and fails while b is down
 	ok( wait_for_log_match($front,

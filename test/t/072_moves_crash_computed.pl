@@ -146,6 +146,8 @@ sub old_owner
 	psql_finish($caller, 60);
 	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
 		"$label: the postmaster restarts every process");
+	$front->poll_query_until('postgres', 'SELECT true')
+	  or die 'the front did not accept connections after the crash';
 	ok(poll_until($front, 'SELECT 1', '1', 30), "$label: the front is back");
 	is(sql("SELECT step FROM collegedb.moves WHERE id = $id"), 'copied', "$label: the move is interrupted at copied");
 	is(where_is($k), join(' ', sort 'b', $from) . ' / ' . join(' ', map { "$_=2" } sort 'b', $from),
@@ -181,6 +183,8 @@ sub old_owner
 	psql_finish($caller, 60);
 	ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $off, 30),
 		"$label: the postmaster restarts every process");
+	$front->poll_query_until('postgres', 'SELECT true')
+	  or die 'the front did not accept connections after the crash';
 	ok(poll_until($front, q{SELECT count(*) FROM collegedb.jobs WHERE state IN ('queued', 'running')}, '0', 90),
 		"$label: the requeued rebalance ends");
 	ok(poll_until($front, q{SELECT count(*) FROM collegedb.moves WHERE step <> 'done'}, '0', 60),

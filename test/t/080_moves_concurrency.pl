@@ -17,8 +17,8 @@
 # off MariaDB.  Every statement's outcome is counted on the client side: afterwards
 # each counter equals the number of increments that returned 1 (two for a committed
 # transaction), every insert that returned 1 (or committed) is there exactly once (and
-# no other), each key's rows are on one shard, and every read during the moves found
-# its key.
+# no other), each key's rows are on one shard, every read during the moves found its
+# key, no move went from a shard to itself and no tombstone points at its own shard.
 use strict;
 use warnings;
 
@@ -313,6 +313,17 @@ sub check_outcome
 	cmp_ok($nok // 0, '>', 200, "$label: the writers got work done");
 	cmp_ok($during // 0, '>', 20, "$label: writes succeeded while keys were moving");
 	is($reads_bad // 0, 0, "$label: every read during the moves found its key");
+
+	# a move from a shard to itself deletes the key's rows and leaves a tombstone that
+	# points at its own shard, which every later read follows until CD006: said first
+	is( $front->safe_psql('postgres', q{
+		SELECT count(*) FROM collegedb.moves WHERE source = target}),
+		'0', "$label: no move went from a shard to itself");
+	is( $front->safe_psql('postgres', q{
+		SELECT coalesce(string_agg(DISTINCT shard, ' '), '')
+		  FROM collegedb.fanout('SELECT moved_to FROM collegedb_tombstones')
+		 WHERE error IS NULL AND value->>'moved_to' = shard}),
+		'', "$label: no tombstone points at its own shard");
 
 	# the state of the keys' rows
 	my $array = 'ARRAY[' . join(', ', map { "'$_'" } @$keys) . ']';

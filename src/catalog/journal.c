@@ -1,0 +1,830 @@
+/*-------------------------------------------------------------------------
+ *
+ * journal.c
+ *	  The journal of moves and jobs (catalog tables collegedb.move,
+ *	  collegedb.job and collegedb.job_key): every statement collegedb's C
+ *	  code runs on them.
+ *
+ * A move's row records its step, who holds it (lease_pid and
+ * lease_backend_start of the holder, the generation it took) and how its
+ * attempts went; a job's rows record what it was asked to do, its keys and
+ * how each ended (src/README.md, "Moves").  The steps themselves, and when
+ * each statement here runs, are worker/moves.c's and worker/jobs.c's; this
+ * file only knows the rows.  Every statement goes through CatalogExec
+ * (the catalog owner's rights) in the caller's transaction, and a write of
+ * a move's row is fenced by the generation of the attempt that makes it.
+ *
+ * With hash_mappings the key itself is never kept once a move or job ends:
+ * error texts bound for these tables have the quoted key replaced by its
+ * stored form (REDACT_KEY).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "catalog/catalog.h"
+#include "catalog/journal.h"
+#include "cd_errcodes.h"
+#include "collegedb.h"
+
+/*
+ * Whether the holder of move row "m" is alive: its process, started when
+ * it took the move, is still there.
+ */
+#define HOLDER_ALIVE \
+	"EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid " \
+	"AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))"
+
+/* the delay before retry number attempts + 1 */
+#define RETRY_DELAY CATALOG_RETRY_DELAY("m.attempts")
+
+/*
+ * REDACT_KEY is SQL that writes, in an error text bound for a journal
+ * table, the quoted key as its stored form (with hash_mappings the key
+ * itself is never kept); raw and stored are column expressions.
+ */
+#define REDACT_KEY(msg, raw, stored) \
+	"CASE WHEN " raw " IS NULL OR " raw " = " stored " THEN " msg \
+	" ELSE replace(" msg ", '\"' || " raw " || '\"', '\"' || " stored " || '\"') END"
+
+static Datum
+text_or_null(const char *s, char *null)
+{
+	*null = s ? ' ' : 'n';
+	return s ? CStringGetTextDatum(s) : (Datum) 0;
+}
+
+static Datum
+jsonb_or_null(const char *s, char *null)
+{
+	*null = s ? ' ' : 'n';
+	return s ? DirectFunctionCall1(jsonb_in, CStringGetDatum(s)) : (Datum) 0;
+}
+
+/* Moves */
+
+/*
+ * JournalLoadMove locks a move's row, if this attempt still holds the move
+ * (its generation), and reads it into the caller's memory context; false
+ * when the move has changed hands.
+ */
+bool
+JournalLoadMove(int64 move_id, int64 generation, CdMoveRow *m)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(move_id), Int64GetDatum(generation)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("SELECT key, raw_key, source, target, step, coalesce(job_id, 0), abandoned "
+					"FROM collegedb.move WHERE id = $1 AND generation = $2 FOR UPDATE",
+					2, types, values, NULL, false, &rows) != 1)
+		return false;
+	m->id = move_id;
+	m->generation = generation;
+	m->key = CatalogText(&rows, 0, 1);
+	m->raw_key = CatalogText(&rows, 0, 2);
+	m->step = CatalogText(&rows, 0, 5);
+	m->job_id = DatumGetInt64(CatalogValue(&rows, 0, 6, &isnull));
+	m->abandoned = DatumGetBool(CatalogValue(&rows, 0, 7, &isnull));
+	if (m->raw_key == NULL && strcmp(m->step, "done") != 0 && strcmp(m->step, "failed") != 0)
+		elog(ERROR, "move %ld has lost its key", (long) move_id);
+	/* shards are looked up only where a step needs them: one may be gone */
+	m->source = strcmp(m->step, "done") == 0 || strcmp(m->step, "failed") == 0 ? NULL :
+		ShardLookup(CatalogText(&rows, 0, 3));
+	m->target = m->source ? ShardLookup(CatalogText(&rows, 0, 4)) : NULL;
+	return true;
+}
+
+/*
+ * journal runs an UPDATE of the move's own row, as the attempt that holds
+ * it ($1 = id, $2 = generation, then 'nargs' more).
+ */
+static void
+journal(const CdMoveRow *m, const char *set, int nargs, Oid *types, Datum *values,
+		const char *nulls)
+{
+	Oid			t[8] = {INT8OID, INT8OID};
+	Datum		v[8] = {Int64GetDatum(m->id), Int64GetDatum(m->generation)};
+	char		n[9] = "        ";
+
+	for (int i = 0; i < nargs; i++)
+	{
+		t[i + 2] = types[i];
+		v[i + 2] = values[i];
+		n[i + 2] = nulls ? nulls[i] : ' ';
+	}
+	if (CatalogExec(psprintf("UPDATE collegedb.move m SET %s, updated_at = now() "
+							 "WHERE id = $1 AND generation = $2", set),
+					nargs + 2, t, v, n, false, NULL) != 1)
+		elog(ERROR, "move %ld changed hands while its row was locked", (long) m->id);
+}
+
+/*
+ * JournalSetStep records the step a move reached (with the rows it moved,
+ * when given as JSON) and renews its lease.
+ */
+void
+JournalSetStep(const CdMoveRow *m, const char *step, const char *rows)
+{
+	Oid			types[3] = {TEXTOID, JSONBOID, INT4OID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+
+	values[0] = CStringGetTextDatum(step);
+	values[1] = jsonb_or_null(rows, &nulls[1]);
+	values[2] = Int32GetDatum(CollegeMoveLease);
+	journal(m, "step = $3, rows = coalesce($4, rows), error = NULL, abandoned = false, "
+			"lease_until = now() + $5 * interval '1 second'", 3, types, values, nulls);
+}
+
+/*
+ * JournalEndMove ends a move: done, or failed with 'error' (NULL: the
+ * error the journal has).  The key itself is forgotten (with hash_mappings
+ * only its stored form stays), and the move's key in its job says how it
+ * ended.
+ */
+void
+JournalEndMove(const CdMoveRow *m, bool failed, const char *error, const char *rows)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[3];
+	char		nulls[3] = "   ";
+
+	values[0] = CStringGetTextDatum(failed ? "failed" : "done");
+	values[1] = text_or_null(error, &nulls[1]);
+	values[2] = jsonb_or_null(rows, &nulls[2]);
+	journal(m, "step = $3, error = CASE WHEN $3 = 'failed' THEN coalesce($4, error) END, "
+			"rows = coalesce($5, rows), raw_key = NULL, lease_until = NULL, abandoned = false",
+			3, types, values, nulls);
+	if (m->job_id > 0)
+		JournalSettleJobKey(m->job_id, m->key, !failed, NULL, m->id);
+}
+
+/*
+ * JournalTakeMove makes this process the holder of a move that is not
+ * finished, when its holder is gone (or is this process) and no step of it
+ * is under way; returns the generation this attempt holds, 0 when it could
+ * not.
+ */
+int64
+JournalTakeMove(int64 move_id)
+{
+	Oid			types[4] = {INT8OID, INT4OID, TIMESTAMPTZOID, INT4OID};
+	Datum		values[4];
+	CdCatalogRows rows;
+	bool		isnull;
+
+	values[0] = Int64GetDatum(move_id);
+	values[1] = Int32GetDatum(MyProcPid);
+	values[2] = TimestampTzGetDatum(MyStartTimestamp);
+	values[3] = Int32GetDatum(CollegeMoveLease);
+	if (CatalogExec("UPDATE collegedb.move m SET generation = m.generation + 1, lease_pid = $2, "
+					"lease_backend_start = $3, lease_until = now() + $4 * interval '1 second', "
+					"updated_at = now() "
+					"WHERE m.id = (SELECT id FROM collegedb.move WHERE id = $1 "
+					"              AND step NOT IN ('done', 'failed') FOR UPDATE SKIP LOCKED) "
+					"AND (m.lease_pid IS NULL OR (m.lease_pid = $2 AND m.lease_backend_start = $3) "
+					"     OR NOT " HOLDER_ALIVE ") "
+					"RETURNING m.generation", 4, types, values, NULL, false, &rows) != 1)
+		return 0;
+	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+}
+
+/*
+ * JournalStartMove journals a move of a key ('stored' its stored form) and
+ * returns its id, held by this process (*generation).  An unfinished move
+ * of the key whose holder is gone is taken over instead (*adopted; it may
+ * go elsewhere than 'target').  One whose holder is alive is
+ * MOVE_IN_PROGRESS, or, when 'busy' is given, returns 0 with that move's
+ * id in *busy (-1: a mover that journaled the key just now).
+ */
+int64
+JournalStartMove(int64 job_id, const char *stored, const char *key, const char *source,
+				 const char *target, int64 *generation, bool *adopted, int64 *busy)
+{
+	Oid			types[9] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID,
+	TIMESTAMPTZOID, INT4OID};
+	Datum		values[9];
+	char		nulls[9] = "        ";
+	CdCatalogRows rows;
+	bool		isnull;
+
+	*adopted = false;
+	values[0] = Int64GetDatum(job_id);
+	nulls[0] = job_id > 0 ? ' ' : 'n';
+	values[1] = CStringGetTextDatum(stored);
+	values[2] = CStringGetTextDatum(key);
+	values[3] = CStringGetTextDatum(source);
+	values[4] = CStringGetTextDatum(target);
+	values[5] = Int32GetDatum(MyProcPid);
+	values[6] = TimestampTzGetDatum(MyStartTimestamp);
+	values[7] = Int32GetDatum(CollegeMoveLease);
+
+	if (CatalogExec("SELECT id, m.lease_pid IS NOT NULL "
+					"AND NOT (m.lease_pid = $6 AND m.lease_backend_start = $7) AND " HOLDER_ALIVE ", "
+					"coalesce(m.lease_pid, 0) "
+					"FROM collegedb.move m WHERE key = $2 AND step NOT IN ('done', 'failed')",
+					8, types, values, nulls, false, &rows) > 0)
+	{
+		int64		id = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+		bool		alive = DatumGetBool(CatalogValue(&rows, 0, 2, &isnull));
+		int			pid = DatumGetInt32(CatalogValue(&rows, 0, 3, &isnull));
+
+		if (!alive)
+			*generation = JournalTakeMove(id);
+		if ((alive || *generation == 0) && busy != NULL)
+		{
+			*busy = id;
+			return 0;
+		}
+		if (alive || *generation == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
+					 errmsg("the key is already being moved"),
+					 errdetail("Move %ld is running in process %d.", (long) id, pid)));
+		if (job_id > 0)
+		{
+			Oid			t[2] = {INT8OID, INT8OID};
+			Datum		v[2] = {Int64GetDatum(id), Int64GetDatum(job_id)};
+
+			(void) CatalogExec("UPDATE collegedb.move SET job_id = $2 WHERE id = $1",
+							   2, t, v, NULL, false, NULL);
+		}
+		*adopted = true;
+		return id;
+	}
+
+	/* a mover that got here first, between the check above and now */
+	if (CatalogExec("INSERT INTO collegedb.move (job_id, key, raw_key, source, target, generation, "
+					"lease_pid, lease_backend_start, lease_until) "
+					"VALUES ($1, $2, $3, $4, $5, 1, $6, $7, now() + $8 * interval '1 second') "
+					"ON CONFLICT (key) WHERE step NOT IN ('done', 'failed') DO NOTHING "
+					"RETURNING id", 8, types, values, nulls, false, &rows) == 0)
+	{
+		if (busy != NULL)
+		{
+			*busy = -1;
+			return 0;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
+				 errmsg("the key is already being moved")));
+	}
+	*generation = 1;
+	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+}
+
+/*
+ * JournalMoveError returns the error a move recorded, NULL when none.
+ */
+char *
+JournalMoveError(int64 move_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(move_id)};
+	CdCatalogRows rows;
+
+	if (CatalogExec("SELECT error FROM collegedb.move WHERE id = $1",
+					1, types, values, NULL, false, &rows) == 0)
+		return NULL;
+	return CatalogText(&rows, 0, 1);
+}
+
+/*
+ * JournalRecordFailure records a failed attempt of a move held with
+ * 'generation': its error, one more attempt, when to retry, and whether
+ * the move gives up (after collegedb.move_max_attempts, and only before
+ * its source step).
+ */
+void
+JournalRecordFailure(int64 move_id, int64 generation, const char *message)
+{
+	Oid			types[4] = {INT8OID, INT8OID, TEXTOID, INT4OID};
+	Datum		values[4];
+
+	values[0] = Int64GetDatum(move_id);
+	values[1] = Int64GetDatum(generation);
+	values[2] = CStringGetTextDatum(message);
+	values[3] = Int32GetDatum(CollegeMoveMaxAttempts);
+	(void) CatalogExec("UPDATE collegedb.move m SET error = " REDACT_KEY("$3", "m.raw_key", "m.key") ", "
+					   "attempts = m.attempts + 1, "
+					   "next_attempt_at = now() + " RETRY_DELAY ", "
+					   "abandoned = m.abandoned OR (m.attempts + 1 >= $4 AND m.step IN ('journaled', 'copied')), "
+					   "updated_at = now() "
+					   "WHERE id = $1 AND generation = $2 AND step NOT IN ('done', 'failed')",
+					   4, types, values, NULL, false, NULL);
+}
+
+/*
+ * JournalRetryLater lets a move held with 'generation' go until its retry
+ * is due, recording 'error' when given (NULL: the error stays).
+ */
+void
+JournalRetryLater(int64 move_id, int64 generation, const char *error)
+{
+	Oid			types[3] = {INT8OID, INT8OID, TEXTOID};
+	Datum		values[3];
+	char		nulls[4] = "   ";
+
+	values[0] = Int64GetDatum(move_id);
+	values[1] = Int64GetDatum(generation);
+	values[2] = text_or_null(error, &nulls[2]);
+	(void) CatalogExec("UPDATE collegedb.move m SET "
+					   "error = coalesce(" REDACT_KEY("$3", "m.raw_key", "m.key") ", error), "
+					   "next_attempt_at = now() + " RETRY_DELAY ", "
+					   "lease_pid = NULL, lease_backend_start = NULL, lease_until = NULL "
+					   "WHERE id = $1 AND generation = $2 AND step NOT IN ('done', 'failed')",
+					   3, types, values, nulls, false, NULL);
+}
+
+/*
+ * JournalReleaseMove lets a move held with 'generation' go: its holder is
+ * gone, for the coordinator.
+ */
+void
+JournalReleaseMove(int64 move_id, int64 generation)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(move_id), Int64GetDatum(generation)};
+
+	(void) CatalogExec("UPDATE collegedb.move SET lease_pid = NULL, lease_backend_start = NULL, "
+					   "lease_until = NULL WHERE id = $1 AND generation = $2 "
+					   "AND step NOT IN ('done', 'failed')",
+					   2, types, values, NULL, false, NULL);
+}
+
+/*
+ * JournalMoveHeld says whether a move is unfinished and held by a live
+ * process.
+ */
+bool
+JournalMoveHeld(int64 move_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(move_id)};
+
+	return CatalogExec("SELECT 1 FROM collegedb.move m WHERE id = $1 "
+					   "AND step NOT IN ('done', 'failed') AND " HOLDER_ALIVE,
+					   1, types, values, NULL, false, NULL) > 0;
+}
+
+/*
+ * JournalMoveAbandoned says whether a move gave up (and waits for the
+ * removal of the target's copy of its key).
+ */
+bool
+JournalMoveAbandoned(int64 move_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(move_id)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("SELECT abandoned FROM collegedb.move WHERE id = $1",
+					1, types, values, NULL, false, &rows) == 0)
+		return false;
+	return DatumGetBool(CatalogValue(&rows, 0, 1, &isnull));
+}
+
+/*
+ * JournalLiveMove finds the unfinished move of a key (its stored form) that
+ * a live process holds: false when there is none.
+ */
+bool
+JournalLiveMove(const char *stored, int64 *move_id, int *pid)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(stored)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("SELECT m.id, m.lease_pid FROM collegedb.move m "
+					"WHERE m.key = $1 AND m.step NOT IN ('done', 'failed') AND " HOLDER_ALIVE,
+					1, types, values, NULL, false, &rows) != 1)
+		return false;
+	*move_id = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+	*pid = DatumGetInt32(CatalogValue(&rows, 0, 2, &isnull));
+	return true;
+}
+
+/*
+ * JournalUnfinishedMoves lists the unfinished moves, oldest first, as
+ * CdUnfinishedMove: who holds each, whether that holder is alive, whether
+ * its lease expired and whether its retry is due.  The owner is the role
+ * of the move's job (the bootstrap superuser for a move without one).
+ */
+List *
+JournalUnfinishedMoves(void)
+{
+	CdCatalogRows rows;
+	List	   *moves = NIL;
+
+	(void) CatalogExec("SELECT m.id, coalesce(j.owner, 10), m.generation, coalesce(m.lease_pid, 0), "
+					   HOLDER_ALIVE ", "
+					   "coalesce(m.lease_until < now(), false), "
+					   "coalesce(m.next_attempt_at <= now(), true) "
+					   "FROM collegedb.move m LEFT JOIN collegedb.job j ON j.id = m.job_id "
+					   "WHERE m.step NOT IN ('done', 'failed') ORDER BY m.id",
+					   0, NULL, NULL, NULL, false, &rows);
+	for (uint64 i = 0; i < rows.count; i++)
+	{
+		CdUnfinishedMove *u = palloc(sizeof(CdUnfinishedMove));
+		bool		isnull;
+
+		u->id = DatumGetInt64(CatalogValue(&rows, i, 1, &isnull));
+		u->owner = DatumGetObjectId(CatalogValue(&rows, i, 2, &isnull));
+		u->generation = DatumGetInt64(CatalogValue(&rows, i, 3, &isnull));
+		u->pid = DatumGetInt32(CatalogValue(&rows, i, 4, &isnull));
+		u->alive = DatumGetBool(CatalogValue(&rows, i, 5, &isnull));
+		u->expired = DatumGetBool(CatalogValue(&rows, i, 6, &isnull));
+		u->due = DatumGetBool(CatalogValue(&rows, i, 7, &isnull));
+		moves = lappend(moves, u);
+	}
+	return moves;
+}
+
+/*
+ * JournalAnyMoveBeforeSource says whether any move has not passed its
+ * source step yet (journaled or copied), on the caller's snapshot.
+ */
+bool
+JournalAnyMoveBeforeSource(void)
+{
+	return CatalogExec("SELECT 1 FROM collegedb.move WHERE step NOT IN ('done', 'failed') "
+					   "AND step IN ('journaled', 'copied') LIMIT 1",
+					   0, NULL, NULL, NULL, true, NULL) > 0;
+}
+
+/*
+ * JournalMovingSource returns the source of the key's move (its stored
+ * form) when that move has not passed its source step, else NULL; on the
+ * caller's snapshot.
+ */
+char *
+JournalMovingSource(const char *stored)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(stored)};
+	CdCatalogRows rows;
+
+	if (CatalogExec("SELECT source FROM collegedb.move WHERE key = $1 "
+					"AND step NOT IN ('done', 'failed') "
+					"AND step IN ('journaled', 'copied')",
+					1, types, values, NULL, true, &rows) != 1)
+		return NULL;
+	return CatalogText(&rows, 0, 1);
+}
+
+/*
+ * JournalMoveResult renders a finished move for its job's result: moved,
+ * its id, from, to and the rows of each table.
+ */
+char *
+JournalMoveResult(int64 move_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(move_id)};
+	CdCatalogRows rows;
+
+	if (CatalogExec("SELECT jsonb_build_object('moved', true, 'move_id', id, 'from', source, 'to', target, "
+					"'rows', rows)::text FROM collegedb.move WHERE id = $1",
+					1, types, values, NULL, false, &rows) != 1)
+		elog(ERROR, "move " INT64_FORMAT " vanished", move_id);
+	return CatalogText(&rows, 0, 1);
+}
+
+/*
+ * JournalLastMoveOfJob reads the newest move of a job: false when it has
+ * none.
+ */
+bool
+JournalLastMoveOfJob(int64 job_id, int64 *move_id, char **step, int *attempts,
+					 bool *abandoned)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("SELECT id, step, attempts, abandoned FROM collegedb.move "
+					"WHERE job_id = $1 ORDER BY id DESC LIMIT 1",
+					1, types, values, NULL, false, &rows) != 1)
+		return false;
+	*move_id = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+	*step = CatalogText(&rows, 0, 2);
+	*attempts = DatumGetInt32(CatalogValue(&rows, 0, 3, &isnull));
+	*abandoned = DatumGetBool(CatalogValue(&rows, 0, 4, &isnull));
+	return true;
+}
+
+/* Jobs */
+
+/*
+ * JournalInsertJob records a job and returns its id: queued for the
+ * coordinator, or, with 'running', already run by this process.  NULL
+ * strings and a 'concurrency' of 0 leave their column unset; 'key' is the
+ * key itself, kept beside its stored form while the job runs.
+ */
+int64
+JournalInsertJob(const char *kind, const char *table_name, const char *stored,
+				 const char *key, const char *target, bool force, int concurrency,
+				 Oid owner, bool running)
+{
+	Oid			types[10] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID, OIDOID,
+	TEXTOID, TIMESTAMPTZOID, BOOLOID};
+	Datum		values[10];
+	char		nulls[11] = "          ";
+	CdCatalogRows rows;
+	bool		isnull;
+
+	values[0] = CStringGetTextDatum(kind);
+	values[1] = text_or_null(table_name, &nulls[1]);
+	values[2] = text_or_null(stored, &nulls[2]);
+	values[3] = text_or_null(target, &nulls[3]);
+	values[4] = BoolGetDatum(force);
+	values[5] = Int32GetDatum(concurrency);
+	nulls[5] = concurrency > 0 ? ' ' : 'n';
+	values[6] = ObjectIdGetDatum(owner);
+	values[7] = text_or_null(key, &nulls[7]);
+	values[8] = TimestampTzGetDatum(MyStartTimestamp);
+	values[9] = BoolGetDatum(running);
+	(void) CatalogExec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, "
+					   "raw_key, state, lease_pid, lease_backend_start) "
+					   "SELECT $1, $2, $3, $4, $5, $6, $7, $8, "
+					   "CASE WHEN $10 THEN 'running' ELSE 'queued' END, "
+					   "CASE WHEN $10 THEN pg_backend_pid() END, CASE WHEN $10 THEN $9 END "
+					   "RETURNING id", 10, types, values, nulls, false, &rows);
+	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+}
+
+/*
+ * JournalStartJob marks a queued (or interrupted) job as running in this
+ * process and reads what it is to do; false when it is neither.
+ */
+bool
+JournalStartJob(int64 job_id, CdJobRow *job)
+{
+	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(job_id), TimestampTzGetDatum(MyStartTimestamp)};
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
+					"lease_pid = pg_backend_pid(), lease_backend_start = $2 "
+					"WHERE id = $1 AND state IN ('queued', 'running') "
+					"RETURNING kind, table_name, coalesce(raw_key, key), target, force, "
+					"coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config))",
+					2, types, values, NULL, false, &rows) == 0)
+		return false;
+	job->kind = CatalogText(&rows, 0, 1);
+	job->table_name = CatalogText(&rows, 0, 2);
+	job->key = CatalogText(&rows, 0, 3);
+	job->target = CatalogText(&rows, 0, 4);
+	job->force = DatumGetBool(CatalogValue(&rows, 0, 5, &isnull));
+	job->concurrency = DatumGetInt32(CatalogValue(&rows, 0, 6, &isnull));
+	return true;
+}
+
+/*
+ * JournalFinishJob records a job's end: 'state' ("done": "cancelled" when
+ * a cancel was asked for), its result (JSON, NULL: unchanged) and error.
+ */
+void
+JournalFinishJob(int64 job_id, const char *state, const char *result, const char *error)
+{
+	Oid			types[4] = {INT8OID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[5] = "    ";
+
+	values[0] = Int64GetDatum(job_id);
+	values[1] = CStringGetTextDatum(state);
+	values[2] = jsonb_or_null(result, &nulls[2]);
+	values[3] = text_or_null(error, &nulls[3]);
+	(void) CatalogExec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
+					   "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), "
+					   "last_error = " REDACT_KEY("$4", "raw_key", "key") ", "
+					   "raw_key = NULL, finished_at = now() WHERE id = $1",
+					   4, types, values, nulls, false, NULL);
+}
+
+/*
+ * JournalSetJobResult records a job's result so far (JSON).
+ */
+void
+JournalSetJobResult(int64 job_id, const char *result)
+{
+	Oid			types[2] = {INT8OID, JSONBOID};
+	Datum		values[2];
+	char		null;
+
+	values[0] = Int64GetDatum(job_id);
+	values[1] = jsonb_or_null(result, &null);
+	(void) CatalogExec("UPDATE collegedb.job SET result = $2 WHERE id = $1",
+					   2, types, values, NULL, false, NULL);
+}
+
+/*
+ * JournalRequeueOrphanJobs queues again every running job whose worker is
+ * gone (its agreed keys are skipped when it runs again).
+ */
+void
+JournalRequeueOrphanJobs(void)
+{
+	(void) CatalogExec("UPDATE collegedb.job j SET state = 'queued' WHERE state = 'running' AND "
+					   "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = j.lease_pid "
+					   "AND (j.lease_backend_start IS NULL OR a.backend_start = j.lease_backend_start))",
+					   0, NULL, NULL, NULL, false, NULL);
+}
+
+/*
+ * JournalNextQueuedJob finds the oldest queued job and its owner: false
+ * when there is none.
+ */
+bool
+JournalNextQueuedJob(int64 *job_id, Oid *owner)
+{
+	CdCatalogRows rows;
+	bool		isnull;
+
+	if (CatalogExec("SELECT id, owner FROM collegedb.job WHERE state = 'queued' "
+					"ORDER BY id LIMIT 1", 0, NULL, NULL, NULL, false, &rows) == 0)
+		return false;
+	*job_id = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+	*owner = DatumGetObjectId(CatalogValue(&rows, 0, 2, &isnull));
+	return true;
+}
+
+/*
+ * JournalJobGoesOn says whether a job exists and no cancel was asked for.
+ */
+bool
+JournalJobGoesOn(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	return CatalogExec("SELECT 1 FROM collegedb.job WHERE id = $1 AND NOT cancel_requested",
+					   1, types, values, NULL, false, NULL) > 0;
+}
+
+/*
+ * JournalJobOutcome reads how a job ended: state, result, last error;
+ * false when there is no such job.
+ */
+bool
+JournalJobOutcome(int64 job_id, char **state, Jsonb **result, char **error)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		r;
+
+	if (CatalogExec("SELECT state, result, last_error FROM collegedb.job WHERE id = $1",
+					1, types, values, NULL, false, &rows) != 1)
+		return false;
+	*state = CatalogText(&rows, 0, 1);
+	r = CatalogValue(&rows, 0, 2, &isnull);
+	*result = isnull ? NULL : DatumGetJsonbPCopy(r);
+	*error = CatalogText(&rows, 0, 3);
+	return true;
+}
+
+/*
+ * JournalJobView reads a job's row of the view collegedb.jobs into 'rows';
+ * false when there is no such job.  It takes a new snapshot, so that a
+ * waiter sees the job's progress.
+ */
+bool
+JournalJobView(int64 job_id, CdCatalogRows *rows)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	return CatalogExec("SELECT * FROM collegedb.jobs WHERE id = $1",
+					   1, types, values, NULL, false, rows) > 0;
+}
+
+/*
+ * JournalRebalanceResult reads a rebalance job's counts and its failed keys
+ * (examined, agreed, moved bigint, failed jsonb) into 'rows'.
+ */
+void
+JournalRebalanceResult(int64 job_id, CdCatalogRows *rows)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	if (CatalogExec("SELECT j.examined, j.agreed, j.moved, "
+					"coalesce((SELECT jsonb_agg(jsonb_build_object('key', key, 'error', error) "
+					"ORDER BY key) FROM collegedb.job_key WHERE job_id = $1 AND state = 'failed'), "
+					"'[]') FROM collegedb.jobs j WHERE j.id = $1",
+					1, types, values, NULL, false, rows) != 1)
+		elog(ERROR, "could not read job " INT64_FORMAT, job_id);
+}
+
+/* The keys of jobs */
+
+/*
+ * JournalPlanJobKeys records the keys a (re)run of a rebalance moves, a
+ * List of CdJobKeyRow, and returns how many keys the job has in all.  The
+ * keys its last run had not finished (pending, or claimed by a mover that
+ * died) follow the new plan, and a key the new plan moves again is pending
+ * again.
+ */
+int64
+JournalPlanJobKeys(int64 job_id, List *keys)
+{
+	Oid			types[5] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+	CdCatalogRows rows;
+	bool		isnull;
+	ListCell   *lc;
+
+	values[0] = Int64GetDatum(job_id);
+	(void) CatalogExec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
+					   1, types, values, NULL, false, NULL);
+	foreach(lc, keys)
+	{
+		CdJobKeyRow *k = lfirst(lc);
+
+		values[1] = CStringGetTextDatum(k->stored);
+		values[2] = CStringGetTextDatum(k->source);
+		values[3] = CStringGetTextDatum(k->target);
+		values[4] = CStringGetTextDatum(k->key);
+		(void) CatalogExec("INSERT INTO collegedb.job_key (job_id, key, source, target, raw_key) "
+						   "VALUES ($1, $2, $3, $4, $5) "
+						   "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
+						   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key",
+						   5, types, values, NULL, false, NULL);
+	}
+	(void) CatalogExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1",
+					   1, types, values, NULL, false, &rows);
+	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+}
+
+/*
+ * JournalClaimJobKey claims a job's next pending key (FOR UPDATE SKIP
+ * LOCKED: one mover per key) and reads it: false when none is left.
+ */
+bool
+JournalClaimJobKey(int64 job_id, CdJobKeyRow *k)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+
+	if (CatalogExec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
+					"(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
+					"ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) "
+					"RETURNING coalesce(raw_key, key), source, target, key",
+					1, types, values, NULL, false, &rows) == 0)
+		return false;
+	k->key = CatalogText(&rows, 0, 1);
+	k->source = CatalogText(&rows, 0, 2);
+	k->target = CatalogText(&rows, 0, 3);
+	k->stored = CatalogText(&rows, 0, 4);
+	return true;
+}
+
+/*
+ * JournalSettleJobKey records how a job's key (its stored form) ended:
+ * moved, or failed with 'error' (NULL: the error of move 'move_id'), also
+ * when that was decided after the job had recorded an earlier try; a key
+ * that moved stays moved.
+ */
+void
+JournalSettleJobKey(int64 job_id, const char *stored, bool moved, const char *error,
+					int64 move_id)
+{
+	Oid			types[3] = {INT8OID, TEXTOID, INT8OID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(job_id);
+	values[1] = CStringGetTextDatum(stored);
+	values[2] = Int64GetDatum(move_id);
+	if (moved)
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL "
+						   "WHERE job_id = $1 AND key = $2", 2, types, values, NULL, false, NULL);
+	else if (error == NULL)
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+						   "error = (SELECT error FROM collegedb.move WHERE id = $3) "
+						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
+						   3, types, values, NULL, false, NULL);
+	else
+	{
+		types[2] = TEXTOID;
+		values[2] = CStringGetTextDatum(error);
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+						   "error = " REDACT_KEY("$3", "raw_key", "key") " "
+						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
+						   3, types, values, NULL, false, NULL);
+	}
+}

@@ -1,0 +1,86 @@
+/*-------------------------------------------------------------------------
+ *
+ * errors.c
+ *	  Raises a shard's failure in the front: the one place that does, as
+ *	  postgres_fdw's pgfdw_report_error.
+ *
+ * An adapter describes a failure (CdRemoteError: SQLSTATE, message,
+ * detail, hint, whether the connection is lost) copied out of its client
+ * library; the remote layer decides what to do about it and, when the
+ * front's statement must fail, raises it here.  The error keeps its
+ * identity: the shard's SQLSTATE, message, detail and hint, at severity
+ * ERROR whatever the shard said, with a context line naming the shard, its
+ * dialect and the statement.  A lost connection is class 08 whatever the
+ * shard said last (the client needs to know the shard is unreachable),
+ * except a COMMIT whose wait ended by statement_timeout: that stays the
+ * timeout, since the commit's outcome is unknown, not refused.  The
+ * operation (connecting, committing, releasing a savepoint) names itself
+ * in the message; a statement's failure is the shard's own message.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "remote/remote.h"
+
+#define CLASS_IS_08(code) (ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
+
+/*
+ * RemoteRaise raises 'err', a failure of 'op' on shard 'shard' (of
+ * 'adapter''s dialect), running 'sql' (NULL: none); see the file header.
+ */
+void
+RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
+			const char *sql, const CdRemoteError *err)
+{
+	int			code = MAKE_SQLSTATE(err->sqlstate[0], err->sqlstate[1],
+									 err->sqlstate[2], err->sqlstate[3],
+									 err->sqlstate[4]);
+	const char *message = err->message ? err->message : "unknown error";
+
+	/* a connect's code is the adapter's: 08001, 2F003 (the password rule), ... */
+	if (err->connection_lost && op != CD_REMOTE_CONNECT && !CLASS_IS_08(code) &&
+		!(op == CD_REMOTE_COMMIT && code == ERRCODE_QUERY_CANCELED))
+		code = ERRCODE_CONNECTION_FAILURE;
+
+	switch (op)
+	{
+		case CD_REMOTE_CONNECT:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("could not connect to shard \"%s\"", shard),
+					 err->detail ? errdetail_internal("%s: %s", message, err->detail) :
+					 errdetail_internal("%s", message),
+					 err->hint ? errhint("%s", err->hint) : 0));
+			break;
+		case CD_REMOTE_COMMIT:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("could not commit on shard \"%s\": %s", shard, message),
+					 err->detail ? errdetail_internal("%s", err->detail) : 0,
+					 err->hint ? errhint("%s", err->hint) : 0));
+			break;
+		case CD_REMOTE_RELEASE:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("could not release savepoint on shard \"%s\": %s", shard, message),
+					 err->detail ? errdetail_internal("%s", err->detail) : 0,
+					 err->hint ? errhint("%s", err->hint) : 0));
+			break;
+		case CD_REMOTE_STATEMENT:
+			if (err->connection_lost)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("lost connection to shard \"%s\"", shard),
+						 errdetail_internal("%s", message),
+						 sql ? errcontext("shard \"%s\" (%s): %s", shard, adapter->name, sql) : 0));
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg_internal("%s", message),
+					 err->detail ? errdetail_internal("%s", err->detail) : 0,
+					 err->hint ? errhint("%s", err->hint) : 0,
+					 sql ? errcontext("shard \"%s\" (%s): %s", shard, adapter->name, sql) : 0));
+			break;
+	}
+	pg_unreachable();
+}

@@ -1,0 +1,263 @@
+/*-------------------------------------------------------------------------
+ *
+ * tombstones.c
+ *	  The tombstone protocol on the shards: every statement that reads or
+ *	  writes collegedb_tombstones or takes a key's lock, and the guarded
+ *	  write.
+ *
+ * A tombstone on a shard says "key K of table T moved to shard S"
+ * (src/README.md, "Tombstones and guarded writes").  Routed reads look
+ * them up (TombstoneLookup) to follow a moved key; routed writes are
+ * guarded (TombstoneExecuteGuarded): they run with a check of the key's
+ * tombstone under the key's shared lock, and never land on a shard the key
+ * has left.  A mover takes the key's lock exclusively (TombstoneLockKey),
+ * finds and drops tombstones and writes new ones inside its source
+ * transaction.
+ *
+ * The dialect-specific parts are the adapters' (CdAdapter): the table
+ * (shard_ddl), the guard (guard_setup or guard_query, and the guard's
+ * savepoint), the lock (lock_key_sql) and the byte-for-byte comparison of
+ * keys (key_match); this file is the only one that runs them, and the
+ * only one that writes tombstone SQL.  The lock of some dialects (MySQL's)
+ * writes a placeholder row, table_name '', which is never a tombstone.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+
+#include "cd_errcodes.h"
+#include "remote/connection_internal.h"
+#include "remote/tombstones.h"
+
+/* a lookup of a key's tombstone, the same in every dialect */
+#define TOMBSTONE_SQL "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1"
+
+/* the placeholder row some dialects' lock_key_sql writes; never a tombstone */
+#define PLACEHOLDER_TABLE ""
+
+/*
+ * key_param makes a text parameter of a key (or a name): typed text, or
+ * untyped, so that the shard takes it as the column's type.
+ */
+static CdParam
+key_param(const char *key, int key_len, bool typed)
+{
+	CdParam		p;
+
+	memset(&p, 0, sizeof(p));
+	p.kind = CD_VALUE_TEXT;
+	p.typid = typed ? TEXTOID : InvalidOid;
+	p.str = key;
+	p.len = key_len;
+	return p;
+}
+
+/*
+ * TombstoneEnsureKeyFits refuses a key longer than 'shard''s tombstone
+ * table can hold (CdAdapter.max_key_length: MySQL's VARCHAR), before
+ * anything is written: its tombstone would be stored cut short, and no
+ * guard would ever find it.  'moving': the key is to be moved, not written.
+ */
+void
+TombstoneEnsureKeyFits(const CdShard *shard, const char *key, int key_len, bool moving)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	int			chars;
+
+	if (adapter->max_key_length <= 0)
+		return;
+	chars = pg_mbstrlen_with_len(key, key_len);
+	if (chars <= adapter->max_key_length)
+		return;
+	if (moving)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("key is too long to move to or from shard \"%s\"", shard->name),
+				 errdetail("%s shards keep keys of at most %d characters in their tombstones; this key has %d.",
+						   adapter->name, adapter->max_key_length, chars),
+				 errhint("Nothing was moved.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+			 errmsg("key is too long for %s shard \"%s\"", adapter->name, shard->name),
+			 errdetail("The shard's tombstone table holds keys of at most %d characters; this key has %d.",
+					   adapter->max_key_length, chars)));
+}
+
+/*
+ * TombstoneExecuteGuarded runs a write for 'key' on 'shard' unless the key
+ * has moved away from it (src/README.md, "Guarded writes"): together with a check of the key's
+ * tombstone, under the key's lock, in the shard's transaction.  When the
+ * key has moved, nothing is written, *moved_to names the destination, and
+ * the shard's transaction is as before.
+ *
+ * A dialect with pipelining (PostgreSQL) sends its guard_setup in the
+ * statement's pipeline (one round trip); when it finds a tombstone it
+ * fails, the pipeline stops before the statement, and the remote
+ * transaction is rolled back (or, if it was open before, back to the
+ * guard's savepoint).  The others run their guard_query first (a locking
+ * read on MySQL, under SQLite's write lock) and the statement only when it
+ * returns nothing.
+ */
+int64
+TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
+						const char *sql, int nparams, const CdParam *params,
+						CdRowSink *sink, char **moved_to)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	CdParam		kp = key_param(pnstrdup(key, key_len), key_len, true);
+	CdStatement st;
+
+	*moved_to = NULL;
+	TombstoneEnsureKeyFits(shard, key, key_len, false);
+	StatementPrepare(&st, shard, sql, nparams, params, true, 0);
+	for (int attempt = 0;; attempt++)
+	{
+		bool		ok;
+
+		StatementBegin(&st);
+		if (adapter->caps.pipelining && adapter->guard_setup)
+		{
+			char	   *guard = psprintf(adapter->guard_setup, quote_literal_cstr(kp.str));
+
+			if (st.was_open)
+				st.setup[st.nsetup++] = adapter->guard_savepoint;
+			st.setup[st.nsetup++] = guard;
+			if (st.was_open)
+				st.setup[st.nsetup++] = adapter->guard_release;
+			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
+							   nparams, params, st.flags, sink, &st.rows, &st.err);
+			if (!ok && strcmp(st.err.sqlstate, CD_GUARD_MOVED_SQLSTATE) == 0)
+			{
+				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
+				(void) StatementFinish(&st, true, attempt);
+				ConnectionUndoGuard(st.conn, st.was_open);
+				return 0;
+			}
+		}
+		else
+		{
+			CaptureRowSink found;
+
+			CaptureRowSinkInit(&found);
+			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, adapter->guard_query,
+							   1, &kp, CD_EXEC_INTERNAL, &found.base, &st.rows, &st.err);
+			if (ok && found.rows != NIL)
+			{
+				CdParam    *row = linitial(found.rows);
+
+				*moved_to = pstrdup(row[0].str ? row[0].str : "");
+				(void) StatementFinish(&st, true, attempt);
+				return 0;
+			}
+			if (ok)
+				ok = adapter->exec(st.conn->handle, 0, NULL, sql, nparams, params,
+								   st.flags, sink, &st.rows, &st.err);
+		}
+		if (StatementFinish(&st, ok, attempt))
+			continue;
+		if (ok)
+			return st.rows;
+		StatementRaise(&st);
+	}
+}
+
+/*
+ * TombstoneLookup returns where a key moved to from 'shard', NULL when it
+ * has no tombstone there.
+ */
+char *
+TombstoneLookup(const CdShard *shard, const char *key, int key_len)
+{
+	CdParam		kp = key_param(pnstrdup(key, key_len), key_len, true);
+	CaptureRowSink found;
+
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard, TOMBSTONE_SQL, 1, &kp, &found.base, false);
+	if (found.rows == NIL)
+		return NULL;
+	return pstrdup(((CdParam *) linitial(found.rows))[0].str);
+}
+
+/*
+ * TombstoneLockKey takes the key's lock on 'shard' exclusively in its remote
+ * transaction (opening it), so that guarded writers of the key wait for
+ * the move's commit.
+ */
+void
+TombstoneLockKey(const CdShard *shard, const char *key)
+{
+	CdParam		kp = key_param(key, strlen(key), true);
+
+	(void) RemoteExecuteInternal(shard, AdapterForDialect(shard->dialect)->lock_key_sql,
+								 1, &kp, NULL, true);
+}
+
+/*
+ * TombstoneFind returns where the key's tombstone on 'shard' points,
+ * NULL when it has none, reading inside the shard's open transaction
+ * (after TombstoneLockKey: what the lock's holder committed).  The
+ * placeholder a lock may write is no tombstone.
+ */
+char *
+TombstoneFind(const CdShard *shard, const char *key)
+{
+	CdParam		kp = key_param(key, strlen(key), true);
+	CaptureRowSink found;
+	CdParam    *row;
+
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard,
+								 psprintf("SELECT moved_to FROM collegedb_tombstones WHERE %s "
+										  "AND table_name <> '" PLACEHOLDER_TABLE "' LIMIT 1",
+										  AdapterKeyMatch(AdapterForDialect(shard->dialect), "shard_key", 1)),
+								 1, &kp, &found.base, true);
+	if (found.rows == NIL)
+		return NULL;
+	row = linitial(found.rows);
+	return row[0].kind == CD_VALUE_NULL ? NULL : pstrdup(row[0].str);
+}
+
+/*
+ * TombstoneDrop deletes every tombstone of the key on 'shard' (and the
+ * placeholder of its lock); with 'placeholder_only', just the placeholder.
+ */
+void
+TombstoneDrop(const CdShard *shard, const char *key, bool placeholder_only)
+{
+	CdParam		kp = key_param(key, strlen(key), true);
+
+	(void) RemoteExecuteInternal(shard,
+								 psprintf("DELETE FROM collegedb_tombstones WHERE %s%s",
+										  AdapterKeyMatch(AdapterForDialect(shard->dialect), "shard_key", 1),
+										  placeholder_only ?
+										  " AND table_name = '" PLACEHOLDER_TABLE "'" : ""),
+								 1, &kp, NULL, true);
+}
+
+/*
+ * TombstoneWrite records on 'shard' that the key's rows of 'table'
+ * moved to 'moved_to'.
+ */
+void
+TombstoneWrite(const CdShard *shard, const CdTable *table, const char *key,
+			   const char *moved_to, int64 move_id)
+{
+	CdParam		tp[4];
+
+	tp[0] = key_param(table->name, strlen(table->name), true);
+	tp[1] = key_param(key, strlen(key), true);
+	tp[2] = key_param(moved_to, strlen(moved_to), true);
+	memset(&tp[3], 0, sizeof(CdParam));
+	tp[3].kind = CD_VALUE_INT;
+	tp[3].typid = INT8OID;
+	tp[3].ival = move_id;
+	tp[3].str = psprintf(INT64_FORMAT, move_id);
+	tp[3].len = strlen(tp[3].str);
+	(void) RemoteExecuteInternal(shard,
+								 "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to, move_id) "
+								 "VALUES ($1, $2, $3, $4)", 4, tp, NULL, true);
+}

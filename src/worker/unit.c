@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * unit.c
+ *	  A background worker's unit of work, as worker_spi does it: one
+ *	  transaction each, begun and committed here, an error caught and
+ *	  cleared so that the worker can record it and go on; and the
+ *	  description of collegedb's dynamic workers.
+ *
+ * The units themselves (a step of a move, a key of a job, a look for
+ * work) are the other files of worker/.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/snapmgr.h"
+
+#include "worker/unit.h"
+
+/*
+ * WorkerBegin starts a transaction for one unit of a worker's work, with a
+ * snapshot.  It first takes a share lock on the extension itself, which
+ * DROP EXTENSION locks before anything else: a worker and a DROP EXTENSION
+ * then wait for each other's transaction instead of deadlocking on the
+ * catalog tables, which they would lock in different orders.
+ */
+void
+WorkerBegin(void)
+{
+	Oid			extension;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	extension = get_extension_oid("collegedb", true);
+	if (OidIsValid(extension))
+		LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+/*
+ * WorkerCommit commits it; the shards' remote transactions commit first.
+ */
+void
+WorkerCommit(void)
+{
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * WorkerCatchError, in a PG_CATCH block, takes the error into 'context',
+ * clears it and aborts the transaction, so that the caller can record the
+ * error in a new one.
+ */
+ErrorData *
+WorkerCatchError(MemoryContext context)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(context);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	return edata;
+}
+
+/*
+ * WorkerDescribe fills in a dynamic worker of collegedb's: it connects to a
+ * database once recovery has finished, runs 'function', shows as 'type'
+ * (tests find workers by it), is never restarted, and notifies the process
+ * that starts it.
+ */
+void
+WorkerDescribe(BackgroundWorker *worker, const char *function, const char *type,
+			   const char *name)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "collegedb");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+	worker->bgw_notify_pid = MyProcPid;
+}

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * unit.h
+ *	  A background worker's unit of work: one transaction each
+ *	  (worker/unit.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef COLLEGEDB_WORKER_UNIT_H
+#define COLLEGEDB_WORKER_UNIT_H
+
+#include "postgres.h"
+
+#include "postmaster/bgworker.h"
+
+extern void WorkerBegin(void);
+extern void WorkerCommit(void);
+extern ErrorData *WorkerCatchError(MemoryContext context);
+extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
+						   const char *type, const char *name);
+
+#endif							/* COLLEGEDB_WORKER_UNIT_H */
