@@ -71,6 +71,34 @@ first_column(const char *sql, const char *arg)
 }
 
 /*
+ * run_writer runs one of the script's writers of groups, 'sql', with the
+ * 'nargs' arguments given and the caller as the last one, $<nargs + 1>
+ * (the role whose user mappings deliver what it stages), and returns its
+ * result.
+ */
+static Datum
+run_writer(const char *sql, int nargs, const Oid *types, const Datum *values,
+		   const char *nulls, Oid caller, bool *isnull)
+{
+	Oid			t[4];
+	Datum		v[4];
+	char		n[5] = "    ";
+	CdCatalogRows rows;
+
+	Assert(nargs < 4);
+	for (int i = 0; i < nargs; i++)
+	{
+		t[i] = types[i];
+		v[i] = values[i];
+		n[i] = nulls[i];
+	}
+	t[nargs] = REGROLEOID;
+	v[nargs] = ObjectIdGetDatum(caller);
+	(void) CatalogExec(sql, nargs + 1, t, v, n, false, &rows);
+	return CatalogValue(&rows, 0, 1, isnull);
+}
+
+/*
  * TopologyApply applies a draft of group 'group' (members, states; NULL
  * keeps what is there) and returns {"group", "version", "changed"}; the
  * script's topology_apply checks it.
@@ -78,20 +106,17 @@ first_column(const char *sql, const char *arg)
 Jsonb *
 TopologyApply(const char *group, Jsonb *members, Jsonb *states, Oid caller)
 {
-	Oid			types[4] = {TEXTOID, JSONBOID, JSONBOID, REGROLEOID};
-	Datum		values[4];
-	char		nulls[5] = "    ";
-	CdCatalogRows rows;
+	Oid			types[3] = {TEXTOID, JSONBOID, JSONBOID};
+	Datum		values[3];
+	char		nulls[3];
 	bool		isnull;
 	Datum		result;
 
 	values[0] = text_or_null(group, &nulls[0]);
 	values[1] = jsonb_or_null(members, &nulls[1]);
 	values[2] = jsonb_or_null(states, &nulls[2]);
-	values[3] = ObjectIdGetDatum(caller);
-	(void) CatalogExec("SELECT collegedb.topology_apply($1, $2, $3, $4)", 4, types, values,
-					   nulls, false, &rows);
-	result = CatalogValue(&rows, 0, 1, &isnull);
+	result = run_writer("SELECT collegedb.topology_apply($1, $2, $3, $4)", 3, types, values,
+						nulls, caller, &isnull);
 	return isnull ? NULL : DatumGetJsonbPCopy(result);
 }
 
@@ -102,18 +127,13 @@ TopologyApply(const char *group, Jsonb *members, Jsonb *states, Oid caller)
 bool
 TopologyRemove(const char *group, Oid caller)
 {
-	Oid			types[2] = {TEXTOID, REGROLEOID};
-	Datum		values[2];
-	char		nulls[3] = "  ";
-	CdCatalogRows rows;
+	Oid			types[1] = {TEXTOID};
+	char		nulls[1];
+	Datum		values[1] = {text_or_null(group, &nulls[0])};
 	bool		isnull;
-	Datum		result;
+	Datum		result = run_writer("SELECT collegedb.topology_remove($1, $2)", 1, types, values,
+									nulls, caller, &isnull);
 
-	values[0] = text_or_null(group, &nulls[0]);
-	values[1] = ObjectIdGetDatum(caller);
-	(void) CatalogExec("SELECT collegedb.topology_remove($1, $2)", 2, types, values, nulls,
-					   false, &rows);
-	result = CatalogValue(&rows, 0, 1, &isnull);
 	return !isnull && DatumGetBool(result);
 }
 
@@ -124,15 +144,15 @@ TopologyRemove(const char *group, Oid caller)
 void
 TopologySetChannel(const char *channel, const char *members, Oid caller)
 {
-	Oid			types[3] = {TEXTOID, TEXTOID, REGROLEOID};
-	Datum		values[3];
-	char		nulls[4] = "   ";
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+	char		nulls[2];
+	bool		isnull;
 
 	values[0] = text_or_null(channel, &nulls[0]);
 	values[1] = text_or_null(members, &nulls[1]);
-	values[2] = ObjectIdGetDatum(caller);
-	(void) CatalogExec("SELECT collegedb.topology_set_channel($1, $2, $3)", 3, types, values,
-					   nulls, false, NULL);
+	(void) run_writer("SELECT collegedb.topology_set_channel($1, $2, $3)", 2, types, values,
+					  nulls, caller, &isnull);
 }
 
 /*

@@ -23,8 +23,6 @@
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "storage/latch.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -112,13 +110,8 @@ Datum
 collegedb_topology_wait(PG_FUNCTION_ARGS)
 {
 	char	   *group = ArgText(fcinfo, 0, "group name");
-	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
-	TimestampTz deadline = 0;
+	TimestampTz deadline = ArgDeadline(fcinfo, 1);
 
-	if (timeout)
-		deadline = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-														   TimestampTzGetDatum(GetCurrentTimestamp()),
-														   IntervalPGetDatum(timeout)));
 	for (;;)
 	{
 		bool		staged_here;
@@ -134,10 +127,7 @@ collegedb_topology_wait(PG_FUNCTION_ARGS)
 					 errhint("Commit first, then wait.")));
 		if (deadline && GetCurrentTimestamp() >= deadline)
 			PG_RETURN_BOOL(false);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 TOPOLOGY_WAIT_POLL_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		SqlfuncsPause(TOPOLOGY_WAIT_POLL_MS);
 	}
 }
 
