@@ -231,7 +231,9 @@ TopologyForgetShard(const char *shard)
  * TopologyDueDeliveries reads at most 'limit' deliveries that are due
  * (CdTopologyDelivery), ordered by owner, member, group, kind and channel,
  * into the caller's memory context; *next_ms is how long until the next
- * one after them falls due (-1: none).
+ * one after them falls due (-1: none).  The backoff is the member's: a row
+ * staged for a member whose failed rows wait for their retry waits with
+ * them.
  */
 List *
 TopologyDueDeliveries(int limit, long *next_ms)
@@ -245,6 +247,8 @@ TopologyDueDeliveries(int limit, long *next_ms)
 	(void) CatalogExec("SELECT d.group_name, d.kind, d.channel, d.member, d.version, d.payload, "
 					   "d.owner::oid, d.attempts "
 					   "FROM collegedb.topology_delivery d WHERE d.next_attempt_at <= now() "
+					   "AND NOT EXISTS (SELECT 1 FROM collegedb.topology_delivery w "
+					   "WHERE w.member = d.member AND w.attempts > 0 AND w.next_attempt_at > now()) "
 					   "ORDER BY d.owner::oid, d.member, d.group_name, d.kind, d.channel "
 					   "LIMIT $1", 1, types, values, NULL, false, &rows);
 	for (uint64 i = 0; i < rows.count; i++)

@@ -247,7 +247,10 @@ member_advance(Member *m, CdFanoutShard *out)
 	{
 		if (!out->ok)
 		{
-			m->error = pstrdup(out->error ? out->error : "unknown error");
+			/* a connection's failure says why in its detail */
+			m->error = out->detail ?
+				psprintf("%s: %s", out->error ? out->error : "unknown error", out->detail) :
+				pstrdup(out->error ? out->error : "unknown error");
 			set_ensured(m->shard->serverid, false);
 			return false;
 		}
