@@ -14,13 +14,12 @@
  * One shard of a fan-out: what to run there, and how it went.
  *
  * 'sql', when set, is this shard's statement instead of the fan-out's,
- * with 'nparams'/'params' (when 'nparams' is 0, the fan-out's).  'next', when set, is called each time one of
- * the shard's statements ended (ok, rows, error, detail, hint and sqlstate
- * filled in);
- * it may set the shard's following statement in 'sql'/'nparams'/'params'
- * and return true to have it run on the same connection right away, so
- * that a slow shard holds up no other shard's sequence.  'arg' is the
- * caller's.
+ * with 'nparams'/'params' (when 'nparams' is 0, the fan-out's).  'next',
+ * when set, is called each time one of the shard's statements ended (ok,
+ * rows, error, detail, hint and sqlstate filled in); it may set the
+ * shard's following statement in 'sql'/'nparams'/'params' and return true
+ * to have it run on the same connection right away, so that a slow shard
+ * holds up no other shard's sequence.  'arg' is the caller's.
  */
 typedef struct CdFanoutShard CdFanoutShard;
 struct CdFanoutShard
