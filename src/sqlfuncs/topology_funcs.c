@@ -9,11 +9,10 @@
  * their caller to the catalog (catalog/topology.c), whose writers check
  * the draft and change the groups and the outbox in the caller's
  * transaction, with the catalog owner's rights.  Being C, they know their
- * caller,
- * whose user mappings the coordinator uses to deliver what they staged,
- * and they wake the coordinator when the transaction commits.  The reading
- * functions that need no shard (topology_snapshot, topology_members,
- * topology_shard_for_key) are SQL in the script.
+ * caller, whose user mappings the coordinator uses to deliver what they
+ * staged, and they wake the coordinator when the transaction commits.
+ * The reading functions that need no shard (topology_snapshot,
+ * topology_members, topology_shard_for_key) are SQL in the script.
  *
  *-------------------------------------------------------------------------
  */

@@ -6,8 +6,9 @@
 # role).  Every member keeps a log of what was applied to its topology tables (a
 # trigger on each), so that a value applied twice or out of order shows.  Proved:
 # values and the snapshot reach every member; a member down for a while (its cluster
-# stopped) is retried with its attempts and error visible, gets the value once it is
-# back, and the others get theirs meanwhile; a member that hangs (its backend and
+# stopped) is retried with its attempts and error visible (what is staged for it
+# meanwhile waits for its retry), gets the value once it is back, and the others get
+# theirs meanwhile; a member that hangs (its backend and
 # postmaster stopped with SIGSTOP) holds up nobody: the others hold the new value
 # before the hung member's attempt times out; the coordinator killed with SIGKILL
 # between the shards' commits and the outbox's (collegedb.test_pause_after_delivery)
@@ -268,6 +269,25 @@ my $backoff = $front->safe_psql('postgres', q{
 	SELECT next_attempt_at > now() FROM collegedb.topology_outbox
 	 WHERE group_name = 'g1' AND member = 'b'});
 is($backoff, 't', 'member down: its next attempt waits (backoff)');
+# what is staged for a member while it waits for its retry waits with it: b's retry is
+# put off by hand, and a new value goes out to the others but not to b
+$front->safe_psql('postgres', q{
+	UPDATE collegedb.topology_delivery SET next_attempt_at = now() + interval '1 hour'
+	 WHERE group_name = 'g1' AND member = 'b'});
+$front->safe_psql('postgres',
+	q{SELECT collegedb.topology_update('g1', states => '{"flags": {"beta": true, "gamma": 1}}')});
+ok( poll_until(
+		$front,
+		q{SELECT count(*) FROM collegedb.topology_outbox WHERE group_name = 'g1' AND member <> 'b'},
+		'0', 30),
+	'member down: a value staged meanwhile reached the other members');
+is( $front->safe_psql('postgres', q{
+		SELECT attempts FROM collegedb.topology_outbox
+		 WHERE group_name = 'g1' AND member = 'b' AND channel = 'flags'}),
+	'0', 'member down: the value staged for it meanwhile waits for its retry');
+$front->safe_psql('postgres', q{
+	UPDATE collegedb.topology_delivery SET next_attempt_at = now()
+	 WHERE group_name = 'g1' AND member = 'b'});
 $pgb->start;
 wait_delivered('member back', 90);
 is(limits_on('b'), qq{limits=$v:{"rps": 200}}, 'member back: it got the value');
@@ -390,7 +410,7 @@ note sprintf 'member down and back: %.1f s', time - $t0;
 		'newcomer: its snapshot and the current values are staged with the change that adds it');
 	wait_delivered('newcomer');
 	my $sv = state_version();
-	like(held('c', 'g1'), qr/^flags=\d+:\{"beta": true\}; limits=$sv:\{"rps": 500\}$/,
+	like(held('c', 'g1'), qr/^flags=\d+:\{"beta": true, "gamma": 1\}; limits=$sv:\{"rps": 500\}$/,
 		'newcomer: it holds the current values');
 	is(snapshot_on('c', 'g1'), '2:a/active,b/active,c/active,m/active,s/draining',
 		'newcomer: it holds the new snapshot');
