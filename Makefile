@@ -46,6 +46,7 @@ OBJS = \
 	src/catalog/shards.o \
 	src/catalog/slotmaps.o \
 	src/catalog/tables.o \
+	src/catalog/topology.o \
 	src/placement/hash.o \
 	src/placement/regions.o \
 	src/placement/slots.o \
@@ -71,12 +72,14 @@ OBJS = \
 	src/sqlfuncs/move_funcs.o \
 	src/sqlfuncs/table_funcs.o \
 	src/sqlfuncs/slot_funcs.o \
+	src/sqlfuncs/topology_funcs.o \
 	src/worker/coordinator.o \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
 	src/worker/movers.o \
 	src/worker/moves.o \
+	src/worker/outbox.o \
 	src/worker/slot_moves.o \
 	src/worker/unit.o
 

@@ -339,7 +339,7 @@ $$;
  * ------------------------------------------------------------------------ */
 
 /*
- * The installed slot maps (DESIGN.md 4.1 "Slots"): one row per version,
+ * The installed slot maps (README "Slot maps"): one row per version,
  * the newest in force.  ranges is the normalised cover of 0 .. slots - 1
  * (sorted by start, adjacent ranges of one shard merged, ends exclusive)
  * and digest the SHA-256 of its text (placement/slots.c).  Rows never
@@ -480,10 +480,569 @@ BEGIN
 END
 $$;
 
+
+/* ------------------------------------------------------------------------
+ * Issue 19: topology groups.
+ * ------------------------------------------------------------------------ */
+
 /*
- * The grant sets with the slot-map functions and views (the 0.1 list and
- * these): routing may read the map, admin installs, verifies and moves.
+ * A topology group (README "Topology groups") is a set of shards whose
+ * membership changes over time.  This front owns it: it publishes a
+ * versioned snapshot of the membership on every member of the read set
+ * (shard-side table collegedb_topology) and pushes the values of state
+ * channels to the members of each channel's role (collegedb_topology_state);
+ * the coordinator worker delivers both from the outbox, topology_delivery.
+ * A group exists while it has members.  Its topology_group row stays after
+ * topology_delete: the membership version and the state version keep
+ * counting, so that a re-created group is newer than anything a member or
+ * a reader holds.
  */
+CREATE TABLE collegedb.topology_group (
+    name          text PRIMARY KEY,
+    version       bigint NOT NULL DEFAULT 0 CHECK (version >= 0),
+    state_version bigint NOT NULL DEFAULT 0 CHECK (state_version >= 0),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.topology_group', '');
+
+CREATE TABLE collegedb.topology_member (
+    group_name text NOT NULL REFERENCES collegedb.topology_group (name),
+    shard      text NOT NULL REFERENCES collegedb.shard (name),
+    state      text NOT NULL CHECK (state IN ('active', 'draining')),
+    PRIMARY KEY (group_name, shard)
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.topology_member', '');
+
+-- a channel reaches the write role (active members) or the read role (and draining ones)
+CREATE TABLE collegedb.topology_channel (
+    channel text PRIMARY KEY,
+    members text NOT NULL DEFAULT 'write' CHECK (members IN ('write', 'read'))
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.topology_channel', '');
+
+CREATE TABLE collegedb.topology_state (
+    group_name text NOT NULL REFERENCES collegedb.topology_group (name),
+    channel    text NOT NULL REFERENCES collegedb.topology_channel (channel),
+    value      jsonb NOT NULL,
+    version    bigint NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_name, channel)
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.topology_state', '');
+
+/*
+ * The outbox: what is still to be written on a member, one row per (group,
+ * kind, channel, member), so that only the newest pending value of each is
+ * kept (a newer one takes the row's place and keeps its retry schedule:
+ * what is retried is the member).  kind 'snapshot' has channel '' and
+ * publishes the group's snapshot, or with payload NULL removes it; kind
+ * 'state' delivers a channel's value.  owner is the role whose user
+ * mappings reach the member.  Failures wait min(1 s * 2^(n-1), 300 s),
+ * jittered in [d/2, d), before attempt n + 1.
+ */
+CREATE TABLE collegedb.topology_delivery (
+    group_name      text NOT NULL,
+    kind            text NOT NULL CHECK (kind IN ('snapshot', 'state')),
+    channel         text NOT NULL DEFAULT '',
+    member          text NOT NULL,
+    version         bigint NOT NULL,
+    payload         jsonb,
+    owner           regrole NOT NULL,
+    attempts        integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    last_error      text,
+    staged_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_name, kind, channel, member),
+    CHECK ((kind = 'snapshot') = (channel = '')),
+    CHECK (kind = 'snapshot' OR payload IS NOT NULL)
+);
+CREATE INDEX topology_delivery_due ON collegedb.topology_delivery (next_attempt_at);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.topology_delivery', '');
+
+CREATE VIEW collegedb.topology_outbox AS
+SELECT d.kind, nullif(d.channel, '') AS channel, d.group_name, d.member, d.version,
+       d.payload IS NULL AS removal, d.attempts, d.next_attempt_at, d.last_error, d.staged_at
+  FROM collegedb.topology_delivery d
+ ORDER BY d.group_name, d.kind, d.channel, d.member;
+
+/*
+ * topology_coordinator identifies this front, the owner of its groups:
+ * versions compare only within one coordinator.
+ */
+CREATE FUNCTION collegedb.topology_coordinator()
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_topology_coordinator'
+LANGUAGE C STABLE;
+
+/*
+ * topology_check_name refuses group and channel names the shards' tables
+ * cannot key: empty, longer than 255 characters, or ending in a space
+ * (MySQL's collations pad with spaces, so 'g' and 'g ' would share a row).
+ */
+CREATE FUNCTION collegedb.topology_check_name(name text, what text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION '% name must not be null', what USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF name = '' THEN
+        RAISE EXCEPTION '% name must not be empty', what USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF length(name) > 255 THEN
+        RAISE EXCEPTION '% name "%..." is too long', what, left(name, 32)
+            USING ERRCODE = 'name_too_long',
+                  DETAIL = 'Group and channel names have at most 255 characters.';
+    END IF;
+    IF right(name, 1) = ' ' THEN
+        RAISE EXCEPTION '% name "%" must not end with a space', what, name
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'MySQL shards compare names without their trailing spaces.';
+    END IF;
+END
+$$;
+
+/*
+ * topology_published is the snapshot a group's members hold: its name,
+ * membership version, coordinator and members (in name order); NULL when
+ * the group does not exist.  State values travel on their own channels.
+ */
+CREATE FUNCTION collegedb.topology_published(group_name text)
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+               'group', g.name,
+               'version', g.version,
+               'coordinator', collegedb.topology_coordinator(),
+               'members', (SELECT jsonb_agg(jsonb_build_object('id', m.shard, 'state', m.state)
+                                            ORDER BY m.shard COLLATE "C")
+                             FROM collegedb.topology_member m WHERE m.group_name = g.name))
+      FROM collegedb.topology_group g
+     WHERE g.name = $1
+       AND EXISTS (SELECT 1 FROM collegedb.topology_member m WHERE m.group_name = g.name)
+$$;
+
+/*
+ * topology_stage puts deliveries in the outbox (rows of kind, group,
+ * channel, member, version, payload): a row of the same (group, kind,
+ * channel, member) is replaced unless it holds a newer version.  A
+ * snapshot without payload is its removal; a state's missing payload is
+ * the JSON null that jsonb_to_recordset turned into NULL.
+ */
+CREATE FUNCTION collegedb.topology_stage(rows jsonb, caller regrole)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO collegedb.topology_delivery AS d
+           (group_name, kind, channel, member, version, payload, owner)
+    SELECT r.group_name, r.kind, coalesce(r.channel, ''), r.member, r.version,
+           CASE r.kind WHEN 'state' THEN coalesce(r.payload, 'null') ELSE r.payload END, caller
+      FROM jsonb_to_recordset(rows)
+           AS r(group_name text, kind text, channel text, member text, version bigint, payload jsonb)
+    ON CONFLICT (group_name, kind, channel, member) DO UPDATE
+       SET version = excluded.version, payload = excluded.payload, owner = excluded.owner,
+           staged_at = now()
+     WHERE excluded.version >= d.version
+$$;
+
+/*
+ * topology_apply is topology_update's work, run with the catalog owner's
+ * rights in the caller's transaction (see collegedb_topology_update): it
+ * checks the draft, then changes the membership, the state values and the
+ * outbox together.  The group's row is locked first, so writers of one
+ * group take turns.
+ */
+CREATE FUNCTION collegedb.topology_apply(group_name text, members jsonb, states jsonb,
+                                         caller regrole)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g collegedb.topology_group;
+    elem jsonb;
+    k text;
+    v jsonb;
+    before jsonb;
+    membership_changed boolean := false;
+    states_changed boolean := false;
+BEGIN
+    PERFORM collegedb.topology_check_name(topology_apply.group_name, 'group');
+    IF members IS NOT NULL THEN
+        IF jsonb_typeof(members) <> 'array' THEN
+            RAISE EXCEPTION 'members must be a JSON array'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Give [{"id": "<shard>", "state": "active"}, ...]; a member''s state is active or draining.';
+        END IF;
+        IF jsonb_array_length(members) = 0 THEN
+            RAISE EXCEPTION 'a topology group needs at least one member'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Remove a group with collegedb.topology_delete().';
+        END IF;
+        FOR elem IN SELECT e FROM jsonb_array_elements(members) AS e LOOP
+            IF jsonb_typeof(elem) <> 'object' THEN
+                RAISE EXCEPTION 'a member must be a JSON object, not %', elem
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'A member is {"id": "<shard>", "state": "active" or "draining"}.';
+            END IF;
+            SELECT f INTO k FROM jsonb_object_keys(elem) AS f WHERE f NOT IN ('id', 'state') ORDER BY f LIMIT 1;
+            IF k IS NOT NULL THEN
+                RAISE EXCEPTION 'unknown member field "%"', k
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'A member has an "id" and a "state".';
+            END IF;
+            IF jsonb_typeof(elem->'id') IS DISTINCT FROM 'string' THEN
+                RAISE EXCEPTION 'a member needs an "id" naming a shard: %', elem
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF jsonb_typeof(elem->'state') IS DISTINCT FROM 'string'
+               OR elem->>'state' NOT IN ('active', 'draining') THEN
+                RAISE EXCEPTION 'invalid state % of member "%"', coalesce(elem->'state', 'null'), elem->>'id'
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'A member is active (it takes writes and reads) or draining (reads only).';
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM collegedb.shard s WHERE s.name = elem->>'id') THEN
+                RAISE EXCEPTION 'shard "%" is not registered', elem->>'id'
+                    USING ERRCODE = 'CD001',
+                          HINT = 'Register it with collegedb.add_shard() first.';
+            END IF;
+        END LOOP;
+        SELECT e->>'id' INTO k FROM jsonb_array_elements(members) AS e
+         GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 1;
+        IF k IS NOT NULL THEN
+            RAISE EXCEPTION 'shard "%" is listed twice among the members', k
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF states IS NOT NULL THEN
+        IF jsonb_typeof(states) <> 'object' THEN
+            RAISE EXCEPTION 'states must be a JSON object'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Give {"<channel>": <value>, ...}.';
+        END IF;
+        SELECT s INTO k FROM jsonb_object_keys(states) AS s
+         WHERE NOT EXISTS (SELECT 1 FROM collegedb.topology_channel c WHERE c.channel = s)
+         ORDER BY s LIMIT 1;
+        IF k IS NOT NULL THEN
+            RAISE EXCEPTION 'topology channel "%" is not defined', k
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'Define it with collegedb.topology_define_channel().';
+        END IF;
+    END IF;
+
+    INSERT INTO collegedb.topology_group (name) VALUES (topology_apply.group_name)
+    ON CONFLICT (name) DO NOTHING;
+    SELECT * INTO g FROM collegedb.topology_group t WHERE t.name = topology_apply.group_name FOR UPDATE;
+    SELECT jsonb_object_agg(m.shard, m.state) INTO before
+      FROM collegedb.topology_member m WHERE m.group_name = g.name;
+    IF before IS NULL AND members IS NULL THEN
+        RAISE EXCEPTION 'topology group "%" does not exist', g.name
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Create it with its members.';
+    END IF;
+    before := coalesce(before, '{}');
+
+    IF members IS NOT NULL THEN
+        membership_changed := before IS DISTINCT FROM
+            (SELECT jsonb_object_agg(e->>'id', e->>'state') FROM jsonb_array_elements(members) AS e);
+    END IF;
+    IF membership_changed THEN
+        g.version := g.version + 1;
+        UPDATE collegedb.topology_group t SET version = g.version, updated_at = now()
+         WHERE t.name = g.name;
+        DELETE FROM collegedb.topology_member m WHERE m.group_name = g.name;
+        INSERT INTO collegedb.topology_member (group_name, shard, state)
+        SELECT g.name, e->>'id', e->>'state' FROM jsonb_array_elements(members) AS e;
+
+        -- the new snapshot for the read set, its removal for the members that left it;
+        -- a member entering a channel's role gets the channel's value now
+        PERFORM collegedb.topology_stage(coalesce(jsonb_agg(r), '[]'), caller)
+           FROM (SELECT g.name AS group_name, 'snapshot' AS kind, NULL AS channel,
+                        m.shard AS member, g.version AS version,
+                        collegedb.topology_published(g.name) AS payload
+                   FROM collegedb.topology_member m WHERE m.group_name = g.name
+                 UNION ALL
+                 SELECT g.name, 'snapshot', NULL, b.shard, g.version, NULL
+                   FROM jsonb_object_keys(before) AS b(shard)
+                  WHERE NOT EXISTS (SELECT 1 FROM collegedb.topology_member m
+                                     WHERE m.group_name = g.name AND m.shard = b.shard)
+                 UNION ALL
+                 SELECT g.name, 'state', s.channel, m.shard, s.version, s.value
+                   FROM collegedb.topology_state s
+                   JOIN collegedb.topology_channel c ON c.channel = s.channel
+                   JOIN collegedb.topology_member m ON m.group_name = s.group_name
+                  WHERE s.group_name = g.name
+                    AND (c.members = 'read' OR m.state = 'active')
+                    AND NOT (before ? m.shard AND (c.members = 'read' OR before->>m.shard = 'active'))
+                ) AS r;
+        -- a member that left a channel's role has its pending delivery dropped
+        DELETE FROM collegedb.topology_delivery d
+         USING collegedb.topology_channel c
+         WHERE d.group_name = g.name AND d.kind = 'state' AND c.channel = d.channel
+           AND NOT EXISTS (SELECT 1 FROM collegedb.topology_member m
+                            WHERE m.group_name = g.name AND m.shard = d.member
+                              AND (c.members = 'read' OR m.state = 'active'));
+    END IF;
+
+    -- a value that changes goes to every member of its channel's role; an equal one, nowhere
+    FOR k, v IN SELECT s.key, s.value FROM jsonb_each(coalesce(states, '{}')) AS s ORDER BY s.key LOOP
+        CONTINUE WHEN v IS NOT DISTINCT FROM
+            (SELECT s.value FROM collegedb.topology_state s WHERE s.group_name = g.name AND s.channel = k);
+        IF NOT states_changed THEN
+            g.state_version := g.state_version + 1;
+            states_changed := true;
+            UPDATE collegedb.topology_group t SET state_version = g.state_version, updated_at = now()
+             WHERE t.name = g.name;
+        END IF;
+        INSERT INTO collegedb.topology_state AS s (group_name, channel, value, version)
+        VALUES (g.name, k, v, g.state_version)
+        ON CONFLICT ON CONSTRAINT topology_state_pkey DO UPDATE
+           SET value = excluded.value, version = excluded.version, updated_at = now();
+        PERFORM collegedb.topology_stage(coalesce(jsonb_agg(r), '[]'), caller)
+           FROM (SELECT g.name AS group_name, 'state' AS kind, k AS channel, m.shard AS member,
+                        g.state_version AS version, v AS payload
+                   FROM collegedb.topology_member m
+                   JOIN collegedb.topology_channel c ON c.channel = k
+                  WHERE m.group_name = g.name AND (c.members = 'read' OR m.state = 'active')) AS r;
+    END LOOP;
+
+    RETURN jsonb_build_object('group', g.name, 'version', g.version,
+                              'changed', membership_changed OR states_changed);
+END
+$$;
+
+/*
+ * topology_remove is topology_delete's work (see topology_apply): the
+ * group's version advances once more, every pending delivery of the group
+ * is cancelled, and the members (and whoever is still owed a removal) are
+ * staged the removal of the published snapshot at that version.
+ */
+CREATE FUNCTION collegedb.topology_remove(group_name text, caller regrole)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g collegedb.topology_group;
+    targets text[];
+BEGIN
+    PERFORM collegedb.topology_check_name(topology_remove.group_name, 'group');
+    SELECT * INTO g FROM collegedb.topology_group t WHERE t.name = topology_remove.group_name FOR UPDATE;
+    IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM collegedb.topology_member m WHERE m.group_name = g.name) THEN
+        RETURN false;
+    END IF;
+    g.version := g.version + 1;
+    UPDATE collegedb.topology_group t SET version = g.version, updated_at = now() WHERE t.name = g.name;
+    targets := ARRAY(SELECT m.shard FROM collegedb.topology_member m WHERE m.group_name = g.name
+                     UNION
+                     SELECT d.member FROM collegedb.topology_delivery d
+                      WHERE d.group_name = g.name AND d.kind = 'snapshot');
+    DELETE FROM collegedb.topology_delivery d WHERE d.group_name = g.name;
+    PERFORM collegedb.topology_stage(coalesce(jsonb_agg(jsonb_build_object(
+               'group_name', g.name, 'kind', 'snapshot', 'member', t, 'version', g.version)), '[]'),
+               caller)
+       FROM unnest(targets) AS t;
+    DELETE FROM collegedb.topology_state s WHERE s.group_name = g.name;
+    DELETE FROM collegedb.topology_member m WHERE m.group_name = g.name;
+    RETURN true;
+END
+$$;
+
+/*
+ * topology_set_channel is topology_define_channel's work (see
+ * topology_apply).  A channel whose role changes reaches its new members
+ * with each group's current value, and the pending deliveries of members
+ * out of its role are dropped; the groups concerned are locked in name
+ * order first, as their writers lock them.
+ */
+CREATE FUNCTION collegedb.topology_set_channel(channel text, members text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    old text;
+BEGIN
+    PERFORM collegedb.topology_check_name(topology_set_channel.channel, 'channel');
+    IF members IS NULL OR members NOT IN ('write', 'read') THEN
+        RAISE EXCEPTION 'unknown role "%" of channel "%"', members, topology_set_channel.channel
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A channel reaches the write role (active members) or the read role (active and draining members).';
+    END IF;
+    SELECT c.members INTO old FROM collegedb.topology_channel c
+     WHERE c.channel = topology_set_channel.channel FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO collegedb.topology_channel (channel, members)
+        VALUES (topology_set_channel.channel, topology_set_channel.members);
+        RETURN;
+    END IF;
+    IF old = members THEN
+        RETURN;
+    END IF;
+    UPDATE collegedb.topology_channel c SET members = topology_set_channel.members
+     WHERE c.channel = topology_set_channel.channel;
+    PERFORM 1 FROM collegedb.topology_group t
+     WHERE t.name IN (SELECT s.group_name FROM collegedb.topology_state s
+                       WHERE s.channel = topology_set_channel.channel)
+     ORDER BY t.name FOR UPDATE;
+    IF members = 'read' THEN
+        PERFORM collegedb.topology_stage(coalesce(jsonb_agg(r), '[]'), caller)
+           FROM (SELECT s.group_name, 'state' AS kind, s.channel, m.shard AS member, s.version,
+                        s.value AS payload
+                   FROM collegedb.topology_state s
+                   JOIN collegedb.topology_member m ON m.group_name = s.group_name
+                  WHERE s.channel = topology_set_channel.channel AND m.state = 'draining') AS r;
+    ELSE
+        DELETE FROM collegedb.topology_delivery d
+         USING collegedb.topology_member m
+         WHERE d.kind = 'state' AND d.channel = topology_set_channel.channel
+           AND m.group_name = d.group_name AND m.shard = d.member AND m.state = 'draining';
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION
+    collegedb.topology_coordinator(),
+    collegedb.topology_check_name(text, text),
+    collegedb.topology_published(text),
+    collegedb.topology_stage(jsonb, regrole),
+    collegedb.topology_apply(text, jsonb, jsonb, regrole),
+    collegedb.topology_remove(text, regrole),
+    collegedb.topology_set_channel(text, text, regrole)
+  FROM PUBLIC;
+
+/*
+ * The writers are C, so that they know their caller (the role whose user
+ * mappings deliver what they stage) and wake the coordinator when their
+ * transaction commits; they run the functions above with the catalog
+ * owner's rights.
+ */
+CREATE FUNCTION collegedb.topology_update(group_name text, members jsonb DEFAULT NULL,
+                                          states jsonb DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'collegedb_topology_update'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.topology_delete(group_name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'collegedb_topology_delete'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.topology_define_channel(channel text, members text DEFAULT 'write')
+RETURNS void
+AS 'MODULE_PATHNAME', 'collegedb_topology_define_channel'
+LANGUAGE C;
+
+-- true once every delivery of the group's current version and values is done
+CREATE FUNCTION collegedb.topology_wait(group_name text, timeout interval DEFAULT '1 minute')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'collegedb_topology_wait'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.topology_snapshot(group_name text)
+RETURNS jsonb
+LANGUAGE sql STABLE STRICT
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p || jsonb_build_object('states', coalesce(
+               (SELECT jsonb_object_agg(s.channel, s.value ORDER BY s.channel)
+                  FROM collegedb.topology_state s WHERE s.group_name = $1), '{}'))
+      FROM collegedb.topology_published($1) AS p
+     WHERE p IS NOT NULL
+$$;
+
+-- 'write': the active members; 'read': active and draining ones (name order)
+CREATE FUNCTION collegedb.topology_members(group_name text, role text DEFAULT 'read')
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role NOT IN ('write', 'read') THEN
+        RAISE EXCEPTION 'unknown role "%"', role
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The write role is the active members; the read role, active and draining ones.';
+    END IF;
+    RETURN QUERY
+        SELECT m.shard FROM collegedb.topology_member m
+         WHERE m.group_name = topology_members.group_name
+           AND (topology_members.role = 'read' OR m.state = 'active')
+         ORDER BY m.shard COLLATE "C";
+END
+$$;
+
+/*
+ * topology_shard_for_key routes a key within a group: the rendezvous owner
+ * (collegedb.rendezvous_owner, src/README.md "Placement") among its active members.  A
+ * group that does not exist is TOPOLOGY_UNAVAILABLE; one whose members all
+ * drain is NO_ELIGIBLE_SHARD.
+ */
+CREATE FUNCTION collegedb.topology_shard_for_key(group_name text, key text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    write_set text[];
+BEGIN
+    IF group_name IS NULL OR key IS NULL THEN
+        RAISE EXCEPTION '% must not be null', CASE WHEN key IS NULL THEN 'key' ELSE 'group name' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM collegedb.topology_member m
+                    WHERE m.group_name = topology_shard_for_key.group_name) THEN
+        RAISE EXCEPTION 'topology group "%" does not exist', topology_shard_for_key.group_name
+            USING ERRCODE = 'CD013';
+    END IF;
+    write_set := ARRAY(SELECT m.shard FROM collegedb.topology_member m
+                        WHERE m.group_name = topology_shard_for_key.group_name AND m.state = 'active'
+                        ORDER BY m.shard COLLATE "C");
+    IF cardinality(write_set) = 0 THEN
+        RAISE EXCEPTION 'topology group "%" has no active member', topology_shard_for_key.group_name
+            USING ERRCODE = 'CD003',
+                  DETAIL = 'Draining members take reads only.',
+                  HINT = 'Make a member active with collegedb.topology_update().';
+    END IF;
+    RETURN collegedb.rendezvous_owner(key, write_set);
+END
+$$;
+
+-- collegedb.fanout over a group's read set
+CREATE FUNCTION collegedb.fanout_group(group_name text, sql text)
+RETURNS TABLE (shard text, value jsonb, error text)
+AS 'MODULE_PATHNAME', 'collegedb_fanout_group'
+LANGUAGE C;
+
+CREATE FUNCTION collegedb.fanout_group(group_name text, sql text, VARIADIC params "any")
+RETURNS TABLE (shard text, value jsonb, error text)
+AS 'MODULE_PATHNAME', 'collegedb_fanout_group'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION
+    collegedb.topology_update(text, jsonb, jsonb),
+    collegedb.topology_delete(text),
+    collegedb.topology_define_channel(text, text),
+    collegedb.topology_wait(text, interval),
+    collegedb.topology_snapshot(text),
+    collegedb.topology_members(text, text),
+    collegedb.topology_shard_for_key(text, text),
+    collegedb.fanout_group(text, text),
+    collegedb.fanout_group(text, text, "any")
+  FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Grant sets (keep last): 0.1's list with the functions and views added
+ * since.
+ * ------------------------------------------------------------------------ */
+
 CREATE OR REPLACE FUNCTION collegedb.privilege_set(kind text)
 RETURNS TABLE (object_type text, name text)
 LANGUAGE sql IMMUTABLE STRICT
@@ -506,6 +1065,11 @@ AS $$
         ('routing', 'function', 'mapping_key'),
         ('routing', 'function', 'connections'),
         ('routing', 'function', 'cache_stats'),
+        -- routing within topology groups
+        ('routing', 'function', 'topology_snapshot'),
+        ('routing', 'function', 'topology_members'),
+        ('routing', 'function', 'topology_shard_for_key'),
+        ('routing', 'function', 'fanout_group'),
         ('routing', 'view', 'shards'),
         ('routing', 'view', 'settings'),
         ('routing', 'view', 'epochs'),
@@ -540,10 +1104,16 @@ AS $$
         ('admin', 'function', 'disconnect_all'),
         ('admin', 'function', 'connections'),
         ('admin', 'function', 'mapping_key'),
+        -- admin: slot maps and slot moves
         ('admin', 'function', 'initialize_shard_map'),
         ('admin', 'function', 'verify_shard_map'),
         ('admin', 'function', 'move_slot'),
         ('admin', 'function', 'schedule_move_slot'),
+        -- admin: topology groups, their channels and deliveries
+        ('admin', 'function', 'topology_update'),
+        ('admin', 'function', 'topology_delete'),
+        ('admin', 'function', 'topology_define_channel'),
+        ('admin', 'function', 'topology_wait'),
         ('admin', 'view', 'shards'),
         ('admin', 'view', 'settings'),
         ('admin', 'view', 'epochs'),
@@ -551,7 +1121,8 @@ AS $$
         ('admin', 'view', 'jobs'),
         ('admin', 'view', 'moves'),
         ('admin', 'view', 'shard_map'),
-        ('admin', 'view', 'slot_moves')
+        ('admin', 'view', 'slot_moves'),
+        ('admin', 'view', 'topology_outbox')
       ) AS s(kind, object_type, name)
      WHERE s.kind = privilege_set.kind
 $$;

@@ -88,7 +88,10 @@ GRANT EXECUTE ON FUNCTION
   collegedb.all_by_lookup_key(text, text), collegedb.all_by_lookup_key(text, text, "any"),
   collegedb.add_lookup_keys(text, text[]), collegedb.get_lookup_keys(text),
   collegedb.shard_for_key(text, boolean), collegedb.route(text), collegedb.mapping_key(text),
-  collegedb.connections(), collegedb.cache_stats()
+  collegedb.connections(), collegedb.cache_stats(),
+  collegedb.topology_snapshot(text), collegedb.topology_members(text, text),
+  collegedb.topology_shard_for_key(text, text),
+  collegedb.fanout_group(text, text), collegedb.fanout_group(text, text, "any")
   TO regress_cd_longform;
 GRANT SELECT ON collegedb.shards, collegedb.settings, collegedb.epochs, collegedb.tables,
   collegedb.shard_map TO regress_cd_longform;

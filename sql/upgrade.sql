@@ -103,6 +103,14 @@ SELECT step, key = collegedb.mapping_key(coalesce(raw_key, CASE step WHEN 'done'
 DELETE FROM collegedb.move;
 DELETE FROM collegedb.mapping WHERE record = collegedb.mapping_key('u1') AND key <> record;
 
+-- topology groups reach a shard registered under 0.1 (test/t/110_topology.pl
+-- shows a shard without the shard-side tables getting them)
+SELECT collegedb.topology_update('up_group', '[{"id": "up_a", "state": "active"}]');
+SELECT collegedb.topology_wait('up_group', '60 s') AS delivered;
+SELECT * FROM collegedb.all_on_shard('up_a',
+  'SELECT group_name, version FROM collegedb_topology');
+SELECT collegedb.topology_delete('up_group');
+
 CREATE TEMP TABLE upgraded AS SELECT * FROM public.collegedb_objects();
 SELECT count(*) FROM collegedb.run_on_all('DROP TABLE up_users');
 DROP EXTENSION collegedb CASCADE;

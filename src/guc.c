@@ -31,8 +31,10 @@ int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
 int			CollegeMoveMaxAttempts = 8;
 char	   *CollegeTargetRegion = NULL;
+char	   *CollegeTestPauseAfterDelivery = NULL;
 char	   *CollegeTestPauseAfterStep = NULL;
 char	   *CollegeTestPauseInStep = NULL;
+int			CollegeTopologyTimeout = 10000;
 
 /*
  * check_target_region accepts an empty value or one of the region codes;
@@ -165,6 +167,15 @@ GucInit(void)
 							   0,
 							   check_target_region, NULL, NULL);
 
+	DefineCustomStringVariable("collegedb.test_pause_after_delivery",
+							   "For tests only: stops the coordinator between the shards' commits of a delivery of this topology group and the outbox's, until it is killed or the setting changes.",
+							   NULL,
+							   &CollegeTestPauseAfterDelivery,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("collegedb.test_pause_after_step",
 							   "For tests only: stops movers after this journal step.",
 							   NULL,
@@ -182,6 +193,15 @@ GucInit(void)
 							   PGC_SIGHUP,
 							   GUC_NOT_IN_SAMPLE,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.topology_timeout",
+							"Sets how long one delivery of a topology group to a member may take.",
+							"A member slower than this is cancelled and tried again later; the other members do not wait for it.",
+							&CollegeTopologyTimeout,
+							10000, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("collegedb");
 }

@@ -310,6 +310,19 @@ typedef struct CdConnInfo
  *			 $%2$d byte for byte, whatever the column's collation, in a form
  *			 that can still use an index on the column.  Every statement a
  *			 move sends uses it.
+ * topology_ddl: NULL-terminated statements creating the shard-side tables
+ *			 of topology groups, collegedb_topology(group_name, version,
+ *			 snapshot) and collegedb_topology_state(group_name, channel,
+ *			 version, value), keyed byte for byte; each is idempotent.
+ *			 add_shard runs them, and the coordinator before its first
+ *			 delivery to a shard.
+ * topology_publish: one statement, atomic on its own (the coordinator runs
+ *			 it in the shard's autocommit), with $1 = the group, $2 = the
+ *			 version (bigint), $3 = the snapshot (JSON; NULL once it is
+ *			 removed): it writes the group's row only when $2 is newer than
+ *			 the version stored, so a late delivery never undoes a newer one.
+ * topology_put_state: the same for a state channel's value, with $1 = the
+ *			 group, $2 = the channel, $3 = the version, $4 = the value (JSON).
  */
 /* What an asynchronous statement needs next (see CdAdapter.poll) */
 typedef enum CdPollResult
@@ -369,6 +382,10 @@ typedef struct CdAdapter
 	const char *lock_key_sql;
 	const char *size_sql;
 	const char *key_match;
+
+	const char *const *topology_ddl;
+	const char *topology_publish;
+	const char *topology_put_state;
 } CdAdapter;
 
 /*
@@ -395,6 +412,8 @@ extern char *AdapterUserMappingOptions(const char *also);
 extern CdStatementShape AdapterScan(const CdAdapter *adapter, const char *sql);
 
 /* helpers shared by adapters (adapters/common.c) */
+extern const char AdapterUpsertTopology[];
+extern const char AdapterUpsertTopologyState[];
 extern void AdapterSetError(CdRemoteError *err, const char *sqlstate,
 							bool connection_lost, const char *message,
 							const char *detail, const char *hint);

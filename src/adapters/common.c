@@ -21,6 +21,20 @@
 #include "collegedb.h"
 
 /*
+ * The "apply only if newer" writes of topology groups (see adapter.h) in
+ * the INSERT ... ON CONFLICT form that PostgreSQL and SQLite share.
+ */
+const char AdapterUpsertTopology[] =
+"INSERT INTO collegedb_topology AS t (group_name, version, snapshot) "
+"VALUES ($1, $2, $3) ON CONFLICT (group_name) DO UPDATE "
+"SET version = excluded.version, snapshot = excluded.snapshot WHERE excluded.version > t.version";
+
+const char AdapterUpsertTopologyState[] =
+"INSERT INTO collegedb_topology_state AS t (group_name, channel, version, value) "
+"VALUES ($1, $2, $3, $4) ON CONFLICT (group_name, channel) DO UPDATE "
+"SET version = excluded.version, value = excluded.value WHERE excluded.version > t.version";
+
+/*
  * AdapterSetError fills a CdRemoteError, copying every string into the
  * current memory context so that the caller may free client-library
  * handles right after.

@@ -449,6 +449,22 @@ static const char *const mysql_shard_ddl[] = {
 	NULL
 };
 
+/*
+ * The shard-side tables of topology groups (see adapter.h).  utf8mb4_bin
+ * pads with spaces, so the front refuses group and channel names that end
+ * in one.
+ */
+static const char *const mysql_topology_ddl[] = {
+	"CREATE TABLE IF NOT EXISTS collegedb_topology ("
+	"group_name VARCHAR(255) NOT NULL PRIMARY KEY, version BIGINT NOT NULL, snapshot JSON NULL"
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	"CREATE TABLE IF NOT EXISTS collegedb_topology_state ("
+	"group_name VARCHAR(255) NOT NULL, channel VARCHAR(255) NOT NULL, "
+	"version BIGINT NOT NULL, value JSON NULL, PRIMARY KEY (group_name, channel)"
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	NULL
+};
+
 static const char *const mysql_aliases[] = {"mariadb", NULL};
 
 const CdAdapter CdMysqlAdapter = {
@@ -500,4 +516,14 @@ const CdAdapter CdMysqlAdapter = {
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
+	.topology_ddl = mysql_topology_ddl,
+	/* assignments run left to right: the value first, compared with the old version */
+	.topology_publish = "INSERT INTO collegedb_topology (group_name, version, snapshot) "
+	"VALUES ($1, $2, $3) ON DUPLICATE KEY UPDATE "
+	"snapshot = IF(VALUES(version) > version, VALUES(snapshot), snapshot), "
+	"version = GREATEST(version, VALUES(version))",
+	.topology_put_state = "INSERT INTO collegedb_topology_state (group_name, channel, version, value) "
+	"VALUES ($1, $2, $3, $4) ON DUPLICATE KEY UPDATE "
+	"value = IF(VALUES(version) > version, VALUES(value), value), "
+	"version = GREATEST(version, VALUES(version))",
 };

@@ -486,6 +486,19 @@ static const char *const pg_shard_ddl[] = {
 	NULL
 };
 
+/*
+ * The shard-side tables of topology groups (see adapter.h), keyed in
+ * byte order.
+ */
+static const char *const pg_topology_ddl[] = {
+	"CREATE TABLE IF NOT EXISTS collegedb_topology ("
+	"group_name text COLLATE \"C\" PRIMARY KEY, version bigint NOT NULL, snapshot jsonb)",
+	"CREATE TABLE IF NOT EXISTS collegedb_topology_state ("
+	"group_name text COLLATE \"C\" NOT NULL, channel text COLLATE \"C\" NOT NULL, "
+	"version bigint NOT NULL, value jsonb, PRIMARY KEY (group_name, channel))",
+	NULL
+};
+
 const CdAdapter CdPostgresAdapter = {
 	.name = "postgres",
 	.display_name = "PostgreSQL",
@@ -524,4 +537,7 @@ const CdAdapter CdPostgresAdapter = {
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",
+	.topology_ddl = pg_topology_ddl,
+	.topology_publish = AdapterUpsertTopology,
+	.topology_put_state = AdapterUpsertTopologyState,
 };

@@ -372,6 +372,19 @@ static const char *const sqlite_shard_ddl[] = {
 	NULL
 };
 
+/*
+ * The shard-side tables of topology groups (see adapter.h); TEXT compares
+ * in byte order (BINARY).
+ */
+static const char *const sqlite_topology_ddl[] = {
+	"CREATE TABLE IF NOT EXISTS collegedb_topology ("
+	"group_name TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL, snapshot TEXT)",
+	"CREATE TABLE IF NOT EXISTS collegedb_topology_state ("
+	"group_name TEXT NOT NULL, channel TEXT NOT NULL, version INTEGER NOT NULL, value TEXT, "
+	"PRIMARY KEY (group_name, channel))",
+	NULL
+};
+
 const CdAdapter CdSqliteAdapter = {
 	.name = "sqlite",
 	.display_name = "SQLite",
@@ -405,4 +418,7 @@ const CdAdapter CdSqliteAdapter = {
 	.lock_key_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key = $1",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 	.key_match = "%1$s = $%2$d COLLATE BINARY",
+	.topology_ddl = sqlite_topology_ddl,
+	.topology_publish = AdapterUpsertTopology,
+	.topology_put_state = AdapterUpsertTopologyState,
 };

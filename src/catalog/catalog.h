@@ -72,4 +72,13 @@ extern uint64 CatalogExecTexts(SPIPlanPtr *plan, const char *sql, int nargs,
 extern char *CatalogText(const CdCatalogRows *rows, uint64 row, int col);
 extern Datum CatalogValue(const CdCatalogRows *rows, uint64 row, int col, bool *isnull);
 
+/*
+ * CATALOG_RETRY_DELAY is SQL for how long a unit of work that failed n
+ * times waits before it is tried again, 'attempts' being a column that
+ * holds n - 1 (read before it is incremented): min(1 s * 2^(n-1), 300 s),
+ * jittered in [d/2, d) so that retries spread out.
+ */
+#define CATALOG_RETRY_DELAY(attempts) \
+	"least(300, power(2, " attempts ")) * (0.5 + random() / 2) * interval '1 second'"
+
 #endif							/* COLLEGEDB_CATALOG_H */

@@ -41,9 +41,8 @@
 	"EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid " \
 	"AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))"
 
-/* the delay before retry number attempts + 1, with jitter in [d/2, d) */
-#define RETRY_DELAY \
-	"least(300, power(2, m.attempts)) * (0.5 + random() / 2) * interval '1 second'"
+/* the delay before retry number attempts + 1 */
+#define RETRY_DELAY CATALOG_RETRY_DELAY("m.attempts")
 
 /*
  * REDACT_KEY is SQL that writes, in an error text bound for a journal

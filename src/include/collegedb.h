@@ -29,8 +29,10 @@ extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;
 extern int	CollegeMoveMaxAttempts;
 extern char *CollegeTargetRegion;
+extern char *CollegeTestPauseAfterDelivery;
 extern char *CollegeTestPauseAfterStep;
 extern char *CollegeTestPauseInStep;
+extern int	CollegeTopologyTimeout;
 extern void GucInit(void);
 
 /* shmem.c: shared memory, serving every layer */

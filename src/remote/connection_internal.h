@@ -86,7 +86,6 @@ extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
 extern void StatementRaise(CdStatement *st);
 
-extern bool ConnectionIsOpen(const CdShard *shard);
 extern void ConnectionClose(CdConnection *conn);
 extern bool ConnectionRollbackTo(CdConnection *conn, int level);
 extern void ConnectionCommitNow(CdConnection *conn);

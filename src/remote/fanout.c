@@ -22,6 +22,10 @@
  * (a write, or a transaction block) and failed is rolled back to the
  * savepoint, and the others keep their work.
  *
+ * A shard may have a statement of its own, and a sequence of them (see
+ * CdFanoutShard.next): each next one starts on the shard's connection as
+ * soon as the one before ended, whatever the other shards are doing.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -48,12 +52,15 @@ typedef enum FanoutState
 typedef struct FanoutWork
 {
 	CdFanoutShard *out;
+	CdFanoutKind kind;
 	FanoutState state;
 	CdStatement st;
 	int			attempt;
 	CdPollResult waiting;		/* READ or WRITE while running */
 	TimestampTz deadline;		/* 0: none */
 } FanoutWork;
+
+static void ended(FanoutWork *w);
 
 /*
  * fail records a shard's failure: its SQLSTATE, message, detail and hint.
@@ -67,7 +74,55 @@ fail(FanoutWork *w, const char *sqlstate, const char *message, const char *detai
 	w->out->detail = detail ? pstrdup(detail) : NULL;
 	w->out->hint = hint ? pstrdup(hint) : NULL;
 	strlcpy(w->out->sqlstate, sqlstate, sizeof(w->out->sqlstate));
+	ended(w);
+}
+
+/*
+ * prepare checks a shard's statement 'sql' and queues it; a statement the
+ * shard refuses before it is sent fails there alone.
+ */
+static void
+prepare(FanoutWork *w, const char *sql, int nparams, const CdParam *params)
+{
+	const CdShard *shard = w->out->shard;
+	bool		is_write = w->kind == CD_FANOUT_WRITE || w->kind == CD_FANOUT_AUTOCOMMIT ||
+		(w->kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
+	CdStatementProblem problem;
+
+	w->state = FANOUT_QUEUED;
+	w->attempt = 0;
+	if (!StatementTryPrepare(&w->st, shard, sql, nparams, params, is_write,
+							 w->kind == CD_FANOUT_AUTOCOMMIT ? CD_EXEC_INTERNAL : 0,
+							 &problem))
+	{
+		fail(w, unpack_sql_state(problem.sqlerrcode), problem.message,
+			 problem.detail, problem.hint);
+		return;
+	}
+	/* it commits on its own: no remote transaction is opened for it */
+	if (w->kind == CD_FANOUT_AUTOCOMMIT)
+		w->st.autocommit_only = true;
+}
+
+/*
+ * ended marks a shard's statement ended (its outcome filled in) and,
+ * when the caller's 'next' gives the shard another statement, queues that.
+ */
+static void
+ended(FanoutWork *w)
+{
+	CdFanoutShard *out = w->out;
+
 	w->state = FANOUT_DONE;
+	if (out->next == NULL || !out->next(out))
+		return;
+	out->ok = false;
+	out->timed_out = false;
+	out->rows = 0;
+	out->error = NULL;
+	out->detail = NULL;
+	out->hint = NULL;
+	prepare(w, out->sql, out->nparams, out->params);
 }
 
 /*
@@ -114,7 +169,7 @@ finish(FanoutWork *w, bool ok, int64 rows)
 	{
 		w->out->ok = true;
 		w->out->rows = rows;
-		w->state = FANOUT_DONE;
+		ended(w);
 		return;
 	}
 	undo_failure(w);
@@ -288,12 +343,13 @@ progress(FanoutWork *work, int n)
 }
 
 /*
- * FanoutRun runs 'sql' (or a shard's own text, CdFanoutShard.sql) on every
- * shard of 'shards' (their rows to each one's sink) and fills in each
- * one's outcome.  'kind' says whether it is a read, a write, or whatever
- * each shard's dialect classifies it as.
- * Errors of a shard are reported in its outcome; only interrupts and
- * errors of the front are raised.
+ * FanoutRun runs 'sql' (or each shard's own statements, CdFanoutShard.sql
+ * and .next) on every shard of 'shards' (their rows to each one's sink)
+ * and fills in each one's outcome.  'kind' says whether it is a read, a
+ * write, whatever each shard's dialect classifies it as, or collegedb's
+ * own writes committed on each shard at once.  Errors of a shard are
+ * reported in its outcome; only interrupts and errors of the front are
+ * raised.
  */
 void
 FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
@@ -311,48 +367,49 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	for (int i = 0; i < n; i++)
 	{
 		work[i].out = &shards[i];
+		work[i].kind = kind;
+		work[i].state = FANOUT_DONE;
 		shards[i].ok = false;
 		shards[i].timed_out = false;
 		shards[i].rows = 0;
 		shards[i].error = NULL;
 		shards[i].detail = NULL;
 		shards[i].hint = NULL;
-		/* a statement a shard refuses before it is sent fails there alone */
-		{
-			const CdShard *shard = shards[i].shard;
-			const char *text = shards[i].sql ? shards[i].sql : sql;
-			bool		is_write = kind == CD_FANOUT_WRITE ||
-				(kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, text));
-			CdStatementProblem problem;
-
-			if (!StatementTryPrepare(&work[i].st, shard, text, nparams, params, is_write, 0,
-									 &problem))
-				fail(&work[i], unpack_sql_state(problem.sqlerrcode), problem.message,
-					 problem.detail, problem.hint);
-		}
 	}
 
 	PG_TRY();
 	{
+		/* a shard's own statement takes the fan-out's parameters unless it has some */
+		for (int i = 0; i < n; i++)
+		{
+			CdFanoutShard *out = &shards[i];
+
+			if (out->sql == NULL)
+				prepare(&work[i], sql, nparams, params);
+			else if (out->nparams == 0)
+				prepare(&work[i], out->sql, nparams, params);
+			else
+				prepare(&work[i], out->sql, out->nparams, out->params);
+		}
 		for (;;)
 		{
 			int			running = 0;
-			int			queued = 0;
+			bool		pending = false;
 
 			for (int i = 0; i < n; i++)
-			{
 				running += work[i].state == FANOUT_RUNNING;
-				queued += work[i].state == FANOUT_QUEUED;
-			}
-			for (int i = 0; i < n && running < concurrency && queued > 0; i++)
+			for (int i = 0; i < n && running < concurrency; i++)
 			{
-				if (work[i].state != FANOUT_QUEUED)
-					continue;
-				queued--;
-				start(&work[i], CollegeFanoutTimeout);
-				running += work[i].state == FANOUT_RUNNING;
+				/* a shard run synchronously goes through its sequence at once */
+				while (work[i].state == FANOUT_QUEUED && running < concurrency)
+				{
+					start(&work[i], CollegeFanoutTimeout);
+					running += work[i].state == FANOUT_RUNNING;
+				}
 			}
-			if (running == 0 && queued == 0)
+			for (int i = 0; i < n; i++)
+				pending |= work[i].state != FANOUT_DONE;
+			if (!pending)
 				break;
 			if (running > 0)
 			{

@@ -25,6 +25,7 @@ typedef struct CdConnection CdConnection;
 
 extern void ConnectionInit(void);
 extern CdConnection *ConnectionGet(const CdShard *shard);
+extern bool ConnectionIsOpen(const CdShard *shard);
 extern bool ConnectionDisconnect(const char *shard);
 extern int	ConnectionDisconnectAll(void);
 

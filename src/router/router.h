@@ -68,6 +68,7 @@ extern int	RouterPublishEligibility(List **eligible, bool *published);
 
 /* slotroute.c */
 extern int32 RouterSlotOf(const char *key, int key_len, const CdSlotMap **map);
+extern void RouterSlotWaitForWriters(int32 slot);
 extern CdRoute RouterSlotRoute(const char *key, int key_len, bool for_write);
 extern const char *RouterSlotHome(const char *key, int key_len);
 extern bool RouterSlotSendsTo(const char *key, int key_len, const char *shard);

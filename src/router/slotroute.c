@@ -19,13 +19,19 @@
  * guarded and follows its tombstone once moved), else to the target, so
  * that no new key lands on the shard the slot is leaving; and while a
  * move of the key has not passed its source step, its statements go to
- * that move's source (RouterResolve).
+ * that move's source (RouterResolve).  A write takes the slot's lock in
+ * share mode first, and the slot's move waits for those who hold it when
+ * it begins: a transaction that wrote a new key of the slot to the source
+ * before the move was recorded has ended before the move scans the source.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/inval.h"
 
 #include "catalog/config.h"
 #include "catalog/slotmaps.h"
@@ -71,6 +77,38 @@ ensure_writable(const CdShard *shard, int32 slot)
 }
 
 /*
+ * The slot lock: a write routed by a slot takes it in share mode until its
+ * transaction ends, before it looks whether the slot moves; a slot's move
+ * takes it exclusively once, after recording the move, and so waits for
+ * every transaction that may have written a new key of the slot to the
+ * source under the map alone (RouterSlotWaitForWriters).  An advisory lock
+ * of this database; pg_advisory_lock's own use field4 1 and 2.
+ */
+#define SLOT_LOCK_FIELD4 18
+
+static void
+slot_locktag(LOCKTAG *tag, int32 slot)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) slot, 0, SLOT_LOCK_FIELD4);
+}
+
+/*
+ * RouterSlotWaitForWriters waits until every transaction that wrote a key
+ * of 'slot' routed by the slot, before the slot's move was committed, has
+ * ended (it committed or rolled back on its shard); later writes see the
+ * move.  In a transaction.
+ */
+void
+RouterSlotWaitForWriters(int32 slot)
+{
+	LOCKTAG		tag;
+
+	slot_locktag(&tag, slot);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/*
  * RouterSlotRoute returns the route of a key without a mapping under the
  * slots strategy: its slot's shard, or while the slot moves its target
  * and its source (see the file header).
@@ -80,9 +118,19 @@ RouterSlotRoute(const char *key, int key_len, bool for_write)
 {
 	const CdSlotMap *map;
 	int32		slot = RouterSlotOf(key, key_len, &map);
-	const CdSlotMove *move = SlotMoveFind(slot);
+	const CdSlotMove *move;
 	CdRoute		route;
 
+	if (for_write)
+	{
+		LOCKTAG		tag;
+
+		/* then a move recorded before the lock is seen (the file header) */
+		slot_locktag(&tag, slot);
+		(void) LockAcquire(&tag, ShareLock, false, false);
+		AcceptInvalidationMessages();
+	}
+	move = SlotMoveFind(slot);
 	route.source = CD_ROUTE_SLOT;
 	route.slot = slot;
 	route.candidates = palloc(sizeof(CdShard *) * 2);

@@ -6,7 +6,8 @@
  *
  * These are thin wrappers: the remote layer checks the statement, joins
  * the front transaction and converts values.  run_on_all and fanout reach
- * every shard at once and report a shard's failure as a row.  Whether a
+ * every shard at once and report a shard's failure as a row; fanout's
+ * body serves fanout_group too (topology_funcs.c).  Whether a
  * statement writes is each shard's dialect's call: run_on_all classifies
  * it per shard, and fanout refuses it unless every dialect of the read set
  * proves it a read.
@@ -122,30 +123,29 @@ collegedb_run_on_all(PG_FUNCTION_ARGS)
 }
 
 /*
- * collegedb_fanout runs a read on every shard of the read set at once and
- * returns each row tagged with its shard; a shard that fails, times out or
- * cannot be reached yields one row with its error instead.
+ * SqlfuncsFanout runs a read on the 'n' shards of 'set' at once and returns
+ * in fcinfo's result set (shard, value, error) each row tagged with its
+ * shard; a shard that fails, times out or cannot be reached yields one row
+ * with its error instead.  The statement's parameters are the arguments
+ * from 'first' on; 'what' names the function in the refusal of a write.
  */
-Datum
-collegedb_fanout(PG_FUNCTION_ARGS)
+void
+SqlfuncsFanout(FunctionCallInfo fcinfo, const char *what, const CdShard **set, int n,
+			   const char *sql, int first)
 {
-	char	   *sql = ArgText(fcinfo, 0, "statement");
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			nparams;
 	CdParam    *params;
-	const CdShard **set;
 	CdFanoutShard *shards;
 	JsonbRowSink *sinks;
-	int			n;
 
-	set = ShardReadSet(&n);
 	if (RemoteStatementWrites(set, n, sql))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("collegedb.fanout runs only statements that read"),
+				 errmsg("collegedb.%s runs only statements that read", what),
 				 errdetail("A statement is a read when the lexical rules of every shard's dialect show it reads only; this one may write."),
 				 errhint("Use collegedb.run_on_all() to write on every shard.")));
-	params = ValuesFromVariadic(fcinfo, 1, &nparams);
+	params = ValuesFromVariadic(fcinfo, first, &nparams);
 	InitMaterializedSRF(fcinfo, 0);
 
 	shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
@@ -170,5 +170,19 @@ collegedb_fanout(PG_FUNCTION_ARGS)
 		values[2] = CStringGetTextDatum(shards[i].error);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+}
+
+/*
+ * collegedb_fanout runs a read on every shard of the read set at once (see
+ * SqlfuncsFanout).
+ */
+Datum
+collegedb_fanout(PG_FUNCTION_ARGS)
+{
+	char	   *sql = ArgText(fcinfo, 0, "statement");
+	int			n;
+	const CdShard **set = ShardReadSet(&n);
+
+	SqlfuncsFanout(fcinfo, "fanout", set, n, sql, 1);
 	return (Datum) 0;
 }

@@ -342,6 +342,33 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 }
 
 /*
+ * ArgDeadline returns when a wait whose timeout is interval argument 'n'
+ * ends, counted from now; 0 (no end) for a NULL timeout.
+ */
+TimestampTz
+ArgDeadline(FunctionCallInfo fcinfo, int n)
+{
+	if (PG_ARGISNULL(n))
+		return 0;
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(GetCurrentTimestamp()),
+												   PG_GETARG_DATUM(n)));
+}
+
+/*
+ * SqlfuncsPause waits 'ms' milliseconds between two looks of a waiting
+ * function, or less when the latch is set; a cancel ends the wait.
+ */
+void
+SqlfuncsPause(int ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * collegedb_wait_for_job waits until a job has ended and returns its row of
  * collegedb.jobs; when the timeout passes first, it fails with
  * query_canceled, naming the job and its state.  Each look takes a new
@@ -351,17 +378,12 @@ Datum
 collegedb_wait_for_job(PG_FUNCTION_ARGS)
 {
 	int64		id = PG_GETARG_INT64(0);
-	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
-	TimestampTz deadline = 0;
+	TimestampTz deadline = ArgDeadline(fcinfo, 1);
 	TupleDesc	desc;
 	HeapTuple	tuple = NULL;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "wait_for_job must return a row");
-	if (timeout)
-		deadline = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-														   TimestampTzGetDatum(GetCurrentTimestamp()),
-														   IntervalPGetDatum(timeout)));
 	for (;;)
 	{
 		CdCatalogRows rows;
@@ -391,10 +413,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 							 "No coordinator runs in this database now: collegedb must be in shared_preload_libraries, and collegedb.database empty or naming this database.") :
 					 errhint("Wait again, or cancel it with collegedb.cancel_job().")));
 		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		SqlfuncsPause(100);
 	}
 	PG_RETURN_DATUM(heap_copy_tuple_as_datum(tuple, BlessTupleDesc(desc)));
 }

@@ -28,6 +28,7 @@
 #include "catalog/mappings.h"
 #include "catalog/shards.h"
 #include "catalog/slotmaps.h"
+#include "catalog/topology.h"
 #include "cd_errcodes.h"
 #include "placement/regions.h"
 #include "remote/remote.h"
@@ -89,8 +90,9 @@ ensure_valid_tags(Jsonb *tags)
 
 /*
  * collegedb_add_shard registers a collegedb server as a data shard: it
- * connects, creates the shard-side tombstone table (idempotent) inside the
- * current transaction, and records the shard as active.
+ * connects, creates the shard-side tombstone table and the tables of
+ * topology groups (idempotent) inside the current transaction, and records
+ * the shard as active.
  */
 Datum
 collegedb_add_shard(PG_FUNCTION_ARGS)
@@ -132,6 +134,9 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	strlcpy(shard.name, name, NAMEDATALEN);
 	shard.serverid = server->serverid;
 	TombstonePrepareShard(&shard);
+	/* the topology groups' shard-side tables, as the first delivery would */
+	for (const char *const *ddl = AdapterForDialect(shard.dialect)->topology_ddl; *ddl; ddl++)
+		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
 
 	ShardInsert(name, PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
 				priority, PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3)),
@@ -191,6 +196,7 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 								SlotSpanText(map->ranges[i].start, map->ranges[i].end)),
 						 errhint("Move its slots away with collegedb.move_slot(), or drop it with force => true.")));
 	}
+	TopologyForgetShard(name);
 	ShardDelete(name);
 	publish_if_computed();
 	PG_RETURN_VOID();

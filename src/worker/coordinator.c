@@ -15,7 +15,9 @@
  *	- leaves a move whose holder is alive to it, however long its step
  *	  takes, saying so in the log once when the move is past its lease;
  *	- requeues a running job whose worker is gone, and runs the oldest
- *	  queued job (schedule_rebalance), as the role that scheduled it.
+ *	  queued job (schedule_rebalance), as the role that scheduled it;
+ *	- delivers the topology groups' snapshots and state values that are
+ *	  due (outbox.c), sleeping no longer than until the next one is due.
  * One transaction per unit of work; an error is logged and recorded, and
  * the loop goes on.  SIGHUP reloads the configuration; a coordinator that
  * collegedb.database no longer allows exits.
@@ -43,6 +45,7 @@
 #include "worker/jobs.h"
 #include "worker/launcher.h"
 #include "worker/moves.h"
+#include "worker/outbox.h"
 #include "worker/unit.h"
 
 typedef struct Pending
@@ -246,6 +249,7 @@ collegedb_coordinator_main(Datum arg)
 		WorkFound	found;
 		ListCell   *lc;
 		MemoryContext old;
+		long		next_delivery;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -272,11 +276,13 @@ collegedb_coordinator_main(Datum arg)
 		}
 		if (job.id > 0)
 			as_owner(job.owner, JobRun, job.id, "job");
+		next_delivery = OutboxDeliver();
 		MemoryContextSwitchTo(old);
 		pgstat_report_activity(STATE_IDLE, NULL);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 job.id > 0 ? 0 : 500, PG_WAIT_EXTENSION);
+						 job.id > 0 ? 0 : next_delivery < 0 ? 500 : Min(next_delivery, 500),
+						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }

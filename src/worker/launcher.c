@@ -96,6 +96,7 @@ typedef struct CoordinatorSlot
 	NameData	name;
 	SlotState	state;
 	pid_t		pid;			/* the coordinator, once it runs */
+	Latch	   *latch;			/* and its latch */
 	bool		no_extension;	/* it exits because there is no extension */
 	bool		rewake;			/* woken while it ran: start again at once */
 	bool		seen;			/* in the launcher's last list of databases */
@@ -350,7 +351,10 @@ coordinator_detach(int code, Datum arg)
 	LWLockAcquire(launcher->lock, LW_EXCLUSIVE);
 	slot = &launcher->slots[my_slot];
 	if (slot->pid == MyProcPid)
+	{
 		slot->pid = 0;
+		slot->latch = NULL;
+	}
 	set_latch_locked();
 	LWLockRelease(launcher->lock);
 	my_slot = -1;
@@ -378,6 +382,7 @@ LauncherClaimSlot(int index, Oid database)
 	if (ok)
 	{
 		slot->pid = MyProcPid;
+		slot->latch = &MyProc->procLatch;
 		slot->no_extension = false;
 	}
 	LWLockRelease(launcher->lock);
@@ -387,6 +392,24 @@ LauncherClaimSlot(int index, Oid database)
 		before_shmem_exit(coordinator_detach, (Datum) 0);
 	}
 	return ok;
+}
+
+/*
+ * LauncherWakeCoordinator sets the latch of 'database''s coordinator, if
+ * one runs: it looks for work at once instead of at its next round.
+ */
+void
+LauncherWakeCoordinator(Oid database)
+{
+	CoordinatorSlot *slot;
+
+	if (!ShmemIsPreloaded() || launcher == NULL)
+		return;
+	LWLockAcquire(launcher->lock, LW_SHARED);
+	slot = find_slot(database);
+	if (slot != NULL && slot->latch != NULL && process_alive(slot->pid))
+		SetLatch(slot->latch);
+	LWLockRelease(launcher->lock);
 }
 
 /*
@@ -723,6 +746,7 @@ tend_slots(BackgroundWorkerHandle **handles)
 				pfree(handles[i]);
 			handles[i] = NULL;
 			slot->pid = 0;
+			slot->latch = NULL;
 			if (slot->no_extension)
 			{
 				slot->state = SLOT_IDLE;

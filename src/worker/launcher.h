@@ -20,6 +20,7 @@ extern bool LauncherServesDatabase(void);
 extern bool LauncherCoordinatorRuns(void);
 extern bool LauncherClaimSlot(int index, Oid database);
 extern void LauncherNoExtension(void);
+extern void LauncherWakeCoordinator(Oid database);
 extern PGDLLEXPORT void collegedb_launcher_main(Datum arg);
 
 #endif							/* COLLEGEDB_WORKER_LAUNCHER_H */

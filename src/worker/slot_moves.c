@@ -25,9 +25,10 @@
  *	     finds no key of the slot on the source (a key written there by a
  *	     statement routed before step 1 committed is found by the next
  *	     scan), at most SLOT_MOVE_ROUNDS times.  Before the first scan it
- *	     waits until every front transaction that was running when step 1
- *	     committed has ended: one of them may have routed a new key of the
- *	     slot to the source under the map alone, and commit it there later.
+ *	     waits until every front transaction that wrote a key of the slot
+ *	     routed by the slot before step 1 committed has ended (the slot's
+ *	     lock, router/slotroute.c): it may have written a new key of the
+ *	     slot to the source under the map alone, and commit it later.
  *	  3. installs the next map version with the slot on the target and
  *	     ends the slot's move, in one transaction.
  *
@@ -305,7 +306,7 @@ SlotMoveRun(int64 job_id, int32 slot, const char *target, int concurrency)
 	 * every such transaction has ended, the scans find all of the slot's keys.
 	 */
 	WorkerBegin();
-	WorkerWaitForOlderTransactions();
+	RouterSlotWaitForWriters(slot);
 	WorkerCommit();
 
 	for (int round = 1;; round++)

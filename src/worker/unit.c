@@ -17,10 +17,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
-#include "postmaster/bgworker.h"
 #include "storage/lmgr.h"
-#include "storage/proc.h"
-#include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
@@ -55,36 +52,6 @@ WorkerCommit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-}
-
-/*
- * WorkerWaitForOlderTransactions waits, in a transaction, until every
- * transaction of this database that runs now has ended, as CREATE INDEX
- * CONCURRENTLY waits for older snapshots: a statement that routed under
- * the catalog as it was before the caller's last commit has then committed
- * or rolled back on its shards.  The backend that started this worker is
- * left out, since it waits for the worker.  Interruptible; unbounded, as a
- * transaction may be.
- */
-void
-WorkerWaitForOlderTransactions(void)
-{
-	PGPROC	   *caller = NULL;
-	VirtualTransactionId *running;
-	int			n;
-
-	if (MyBgworkerEntry != NULL && MyBgworkerEntry->bgw_notify_pid != 0)
-		caller = BackendPidGetProc(MyBgworkerEntry->bgw_notify_pid);
-	running = GetCurrentVirtualXIDs(InvalidTransactionId, false, false,
-									PROC_IS_AUTOVACUUM | PROC_IN_VACUUM, &n);
-	for (int i = 0; i < n; i++)
-	{
-		if (caller != NULL && running[i].backendId == caller->backendId)
-			continue;
-		CHECK_FOR_INTERRUPTS();
-		(void) VirtualXactLock(running[i], true);
-	}
-	pfree(running);
 }
 
 /*

@@ -15,7 +15,6 @@
 
 extern void WorkerBegin(void);
 extern void WorkerCommit(void);
-extern void WorkerWaitForOlderTransactions(void);
 extern ErrorData *WorkerCatchError(MemoryContext context);
 extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
 						   const char *type, const char *name);

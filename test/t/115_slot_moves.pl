@@ -351,7 +351,7 @@ for my $move ([ 3, 'l', 'p' ], [ 5, 'p', 'm' ], [ 7, 'm', 'l' ])
 			FOR i IN 1 .. 1200 LOOP
 				PERFORM pg_stat_clear_snapshot();
 				IF EXISTS (SELECT 1 FROM pg_stat_activity
-				            WHERE backend_type = 'collegedb job' AND wait_event = 'virtualxid') THEN
+				            WHERE backend_type = 'collegedb job' AND wait_event = 'advisory') THEN
 					RETURN;
 				END IF;
 				PERFORM pg_sleep(0.05);
