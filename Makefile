@@ -37,6 +37,8 @@ OBJS = \
 	src/remote/execute.o \
 	src/remote/fanout.o \
 	src/remote/tombstones.o \
+	src/remote/twophase.o \
+	src/remote/recovery.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \
@@ -45,6 +47,7 @@ OBJS = \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/tables.o \
+	src/catalog/decisions.o \
 	src/placement/hash.o \
 	src/placement/regions.o \
 	src/placement/strategy.o \
@@ -67,6 +70,7 @@ OBJS = \
 	src/sqlfuncs/stats_funcs.o \
 	src/sqlfuncs/move_funcs.o \
 	src/sqlfuncs/table_funcs.o \
+	src/sqlfuncs/twophase_funcs.o \
 	src/worker/coordinator.o \
 	src/worker/jobs.o \
 	src/worker/launcher.o \

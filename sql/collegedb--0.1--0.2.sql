@@ -333,3 +333,128 @@ BEGIN
 END
 $$;
 
+
+/* ------------------------------------------------------------------------
+ * Issue 16: two-phase commit across shards, with crash recovery.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * commit_decision holds one row per front transaction that committed after
+ * preparing its shards (README "Transactions across shards"): inserted by
+ * that transaction at its pre-commit, so it exists exactly when the
+ * transaction committed; recovery commits the prepared participants of the
+ * transactions listed here and rolls back those of transactions that are
+ * over without a row, and deletes a row once no shard lists a prepared
+ * participant of it.  xact is the front transaction's name,
+ * cdb_<system identifier>_<database oid>_<full xid> in hex, the start of
+ * its participants' global transaction ids.  Not marked for pg_dump: a row
+ * means something only to the cluster and database that wrote it.
+ */
+CREATE TABLE collegedb.commit_decision (
+    xact text PRIMARY KEY,
+    decided_at timestamptz NOT NULL
+);
+REVOKE ALL ON collegedb.commit_decision FROM PUBLIC;
+
+/*
+ * recover_prepared_transactions resolves, now, the prepared transactions
+ * this front left on the shards, as the coordinator does at start and
+ * every collegedb.recovery_interval; one row per prepared transaction
+ * (action: committed, rolled back, in progress, undecided, gone, failed)
+ * and per shard that could not be listed (gid NULL, action unreachable).
+ */
+CREATE FUNCTION collegedb.recover_prepared_transactions()
+RETURNS TABLE (shard text, gid text, action text, error text)
+AS 'MODULE_PATHNAME', 'collegedb_recover_prepared_transactions'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION collegedb.recover_prepared_transactions() FROM PUBLIC;
+
+CREATE FUNCTION collegedb.prepared_transactions_list()
+RETURNS TABLE (shard text, gid text, decision text, error text)
+AS 'MODULE_PATHNAME', 'collegedb_prepared_transactions_list'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION collegedb.prepared_transactions_list() FROM PUBLIC;
+
+/*
+ * prepared_transactions lists the in-doubt transactions per shard: the
+ * prepared transactions this front left there, and what recovery would
+ * do with each (commit, roll back, in progress: its front transaction is
+ * still running, undecided: a last participant could not be asked), plus
+ * a row per shard that could not be listed.
+ */
+CREATE VIEW collegedb.prepared_transactions AS
+SELECT shard, gid, decision, error FROM collegedb.prepared_transactions_list();
+REVOKE ALL ON collegedb.prepared_transactions FROM PUBLIC;
+
+/*
+ * The objects of each grant set, with issue 16's (keep this last: it
+ * replaces the 0.1 list, which later issues extend here).
+ */
+CREATE OR REPLACE FUNCTION collegedb.privilege_set(kind text)
+RETURNS TABLE (object_type text, name text)
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.object_type, s.name
+      FROM (VALUES
+        -- routing: statements by key, lookup keys, where a key goes
+        ('routing', 'function', 'run'),
+        ('routing', 'function', 'all'),
+        ('routing', 'function', 'all_json'),
+        ('routing', 'function', 'first'),
+        ('routing', 'function', 'fanout'),
+        ('routing', 'function', 'first_by_lookup_key'),
+        ('routing', 'function', 'all_by_lookup_key'),
+        ('routing', 'function', 'add_lookup_keys'),
+        ('routing', 'function', 'get_lookup_keys'),
+        ('routing', 'function', 'shard_for_key'),
+        ('routing', 'function', 'route'),
+        ('routing', 'function', 'mapping_key'),
+        ('routing', 'function', 'connections'),
+        ('routing', 'function', 'cache_stats'),
+        ('routing', 'view', 'shards'),
+        ('routing', 'view', 'settings'),
+        ('routing', 'view', 'epochs'),
+        ('routing', 'view', 'tables'),
+        -- admin: shards, settings, mappings, tables, moves and jobs,
+        -- statements on named shards, statistics, this session's connections
+        ('admin', 'function', 'add_shard'),
+        ('admin', 'function', 'drop_shard'),
+        ('admin', 'function', 'set_shard_state'),
+        ('admin', 'function', 'configure'),
+        ('admin', 'function', 'reset_setting'),
+        ('admin', 'function', 'publish_eligibility'),
+        ('admin', 'function', 'register_table'),
+        ('admin', 'function', 'unregister_table'),
+        ('admin', 'function', 'set_mapping'),
+        ('admin', 'function', 'update_mapping'),
+        ('admin', 'function', 'delete_mapping'),
+        ('admin', 'function', 'keys_for_shard'),
+        ('admin', 'function', 'reassign_shard'),
+        ('admin', 'function', 'rebalance'),
+        ('admin', 'function', 'schedule_rebalance'),
+        ('admin', 'function', 'wait_for_job'),
+        ('admin', 'function', 'cancel_job'),
+        ('admin', 'function', 'run_on_shard'),
+        ('admin', 'function', 'all_on_shard'),
+        ('admin', 'function', 'run_on_all'),
+        ('admin', 'function', 'shard_stats'),
+        ('admin', 'function', 'database_size'),
+        ('admin', 'function', 'shard_activity'),
+        ('admin', 'function', 'disconnect'),
+        ('admin', 'function', 'disconnect_all'),
+        ('admin', 'function', 'connections'),
+        ('admin', 'function', 'mapping_key'),
+        ('admin', 'view', 'shards'),
+        ('admin', 'view', 'settings'),
+        ('admin', 'view', 'epochs'),
+        ('admin', 'view', 'tables'),
+        ('admin', 'view', 'jobs'),
+        ('admin', 'view', 'moves'),
+        -- issue 16: two-phase commit
+        ('admin', 'function', 'recover_prepared_transactions'),
+        ('admin', 'function', 'prepared_transactions_list'),
+        ('admin', 'view', 'prepared_transactions')
+      ) AS s(kind, object_type, name)
+     WHERE s.kind = privilege_set.kind
+$$;

@@ -2,6 +2,9 @@
 -- SQLite shards and a PostgreSQL shard (the test server itself).
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 \getenv pg_port COLLEGEDB_TEST_PG_PORT
 SELECT current_user AS me \gset

@@ -7,6 +7,9 @@
 -- keys only off shards that take none.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 \getenv my_port COLLEGEDB_TEST_MYSQL_PORT
 \set lite_db :sqlite_dir '/moves_keys_lite.db'

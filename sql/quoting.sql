@@ -6,6 +6,9 @@
 -- shards looks for it in the registered tables of each.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \getenv pg_port COLLEGEDB_TEST_PG_PORT
 \getenv my_port COLLEGEDB_TEST_MYSQL_PORT
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR

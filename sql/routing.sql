@@ -2,6 +2,9 @@
 -- mapping store, run/all/all_json/first, lookup keys, the mapping cache.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 
 \i sql/common/try.sql

@@ -1,6 +1,9 @@
 -- Statements on SQLite shards (see common/dialect.sql)
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 \set s1_db :sqlite_dir '/dialect_s1.db'
 \set s2_db :sqlite_dir '/dialect_s2.db'

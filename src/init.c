@@ -35,6 +35,7 @@ _PG_init(void)
 	GucInit();
 	ShmemInit();
 	ConnectionInit();
+	TwoPhaseInit();
 	CatalogInit();
 	ShardCatalogInit();
 	ConfigInit();
