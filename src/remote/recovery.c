@@ -344,6 +344,9 @@ RecoveryRun(bool act)
 		const CdShard *shard = lfirst(lc);
 		const CdAdapter *adapter = AdapterForDialect(shard->dialect);
 
+		/* a shard whose foreign server is gone cannot be reached any more */
+		if (!OidIsValid(shard->serverid))
+			continue;
 		if (adapter->caps.two_phase && !list_prepared(shard, &prepared, &out))
 			listed_all = false;
 		if (adapter->caps.last_participant && !list_markers(shard, &markers, &out))
