@@ -37,6 +37,8 @@ OBJS = \
 	src/remote/execute.o \
 	src/remote/fanout.o \
 	src/remote/tombstones.o \
+	src/remote/twophase.o \
+	src/remote/recovery.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \
@@ -47,6 +49,7 @@ OBJS = \
 	src/catalog/slotmaps.o \
 	src/catalog/tables.o \
 	src/catalog/topology.o \
+	src/catalog/decisions.o \
 	src/placement/hash.o \
 	src/placement/regions.o \
 	src/placement/slots.o \
@@ -73,6 +76,7 @@ OBJS = \
 	src/sqlfuncs/table_funcs.o \
 	src/sqlfuncs/slot_funcs.o \
 	src/sqlfuncs/topology_funcs.o \
+	src/sqlfuncs/twophase_funcs.o \
 	src/worker/coordinator.o \
 	src/worker/jobs.o \
 	src/worker/launcher.o \

@@ -1038,6 +1038,60 @@ REVOKE ALL ON FUNCTION
     collegedb.fanout_group(text, text, "any")
   FROM PUBLIC;
 
+
+/* ------------------------------------------------------------------------
+ * Issue 16: two-phase commit across shards, with crash recovery.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * commit_decision holds one row per front transaction that committed after
+ * preparing its shards (README "Transactions across shards"): inserted by
+ * that transaction at its pre-commit, so it exists exactly when the
+ * transaction committed; recovery commits the prepared participants of the
+ * transactions listed here and rolls back those of transactions that are
+ * over without a row, and deletes a row once no shard lists a prepared
+ * participant of it.  xact is the front transaction's name,
+ * cdb_<system identifier>_<database oid>_<full xid> in hex, the start of
+ * its participants' global transaction ids.  Not marked for pg_dump: a row
+ * means something only to the cluster and database that wrote it.
+ */
+CREATE TABLE collegedb.commit_decision (
+    xact text PRIMARY KEY,
+    decided_at timestamptz NOT NULL
+);
+REVOKE ALL ON collegedb.commit_decision FROM PUBLIC;
+
+/*
+ * recover_prepared_transactions resolves, now, the prepared transactions
+ * this front left on the shards, as the coordinator does at start and
+ * every collegedb.recovery_interval; one row per prepared transaction
+ * (action: committed, rolled back, in progress, undecided, gone, failed)
+ * and per shard that could not be listed (gid NULL, action unreachable).
+ */
+CREATE FUNCTION collegedb.recover_prepared_transactions()
+RETURNS TABLE (shard text, gid text, action text, error text)
+AS 'MODULE_PATHNAME', 'collegedb_recover_prepared_transactions'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION collegedb.recover_prepared_transactions() FROM PUBLIC;
+
+CREATE FUNCTION collegedb.prepared_transactions_list()
+RETURNS TABLE (shard text, gid text, decision text, error text)
+AS 'MODULE_PATHNAME', 'collegedb_prepared_transactions_list'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION collegedb.prepared_transactions_list() FROM PUBLIC;
+
+/*
+ * prepared_transactions lists the in-doubt transactions per shard: the
+ * prepared transactions this front left there, and what recovery would
+ * do with each (commit, roll back, in progress: its front transaction is
+ * still running, undecided: a last participant could not be asked), plus
+ * a row per shard that could not be listed.
+ */
+CREATE VIEW collegedb.prepared_transactions AS
+SELECT shard, gid, decision, error FROM collegedb.prepared_transactions_list();
+REVOKE ALL ON collegedb.prepared_transactions FROM PUBLIC;
+
+
 /* ------------------------------------------------------------------------
  * Grant sets (keep last): 0.1's list with the functions and views added
  * since.
@@ -1122,7 +1176,11 @@ AS $$
         ('admin', 'view', 'moves'),
         ('admin', 'view', 'shard_map'),
         ('admin', 'view', 'slot_moves'),
-        ('admin', 'view', 'topology_outbox')
+        ('admin', 'view', 'topology_outbox'),
+        -- admin: two-phase commit's in-doubt transactions
+        ('admin', 'function', 'recover_prepared_transactions'),
+        ('admin', 'function', 'prepared_transactions_list'),
+        ('admin', 'view', 'prepared_transactions')
       ) AS s(kind, object_type, name)
      WHERE s.kind = privilege_set.kind
 $$;

@@ -8,6 +8,9 @@
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
 \i sql/common/env.sql
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \set lite_db :sqlite_dir '/moves_keys_lite.db'
 \set lite2_db :sqlite_dir '/moves_keys_lite2.db'
 \i sql/common/try.sql

@@ -7,6 +7,9 @@
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
 \i sql/common/env.sql
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 SELECT current_user AS me \gset
 
 -- two shards of each dialect

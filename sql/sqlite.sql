@@ -2,6 +2,9 @@
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
 \i sql/common/env.sql
+-- statements here write on several SQLite shards at once, which cannot
+-- take part in one two-phase commit (see twophase.sql): they commit in turn
+SET collegedb.commit_protocol = 'sequential';
 \set s1_db :sqlite_dir '/dialect_s1.db'
 \set s2_db :sqlite_dir '/dialect_s2.db'
 CREATE SERVER s1 FOREIGN DATA WRAPPER collegedb OPTIONS (dialect 'sqlite', database :'s1_db');

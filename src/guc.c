@@ -22,6 +22,7 @@
 bool		CollegeAllowMultiShardModify = false;
 bool		CollegeBestEffort = false;
 int			CollegeCleanupTimeout = 30000;
+int			CollegeCommitProtocol = CD_COMMIT_2PC;
 char	   *CollegeWorkerDatabase = NULL;
 bool		CollegeDebug = false;
 int			CollegeFanoutConcurrency = 8;
@@ -30,11 +31,19 @@ int			CollegeFanoutTimeout = 10000;
 int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
 int			CollegeMoveMaxAttempts = 8;
+int			CollegeRecoveryInterval = 10000;
 char	   *CollegeTargetRegion = NULL;
 char	   *CollegeTestPauseAfterDelivery = NULL;
+char	   *CollegeTestPauseCommit = NULL;
 char	   *CollegeTestPauseAfterStep = NULL;
 char	   *CollegeTestPauseInStep = NULL;
 int			CollegeTopologyTimeout = 10000;
+
+static const struct config_enum_entry commit_protocol_options[] = {
+	{"2pc", CD_COMMIT_2PC, false},
+	{"sequential", CD_COMMIT_SEQUENTIAL, false},
+	{NULL, 0, false}
+};
 
 /*
  * check_target_region accepts an empty value or one of the region codes;
@@ -83,6 +92,16 @@ GucInit(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("collegedb.commit_protocol",
+							 "Sets how a transaction that wrote on several shards commits.",
+							 "2pc: two-phase commit (prepare every shard, record the decision in the front, then commit them; at most one SQLite shard, as the last participant). sequential: each shard commits in turn, so a failure midway leaves some committed.",
+							 &CollegeCommitProtocol,
+							 CD_COMMIT_2PC,
+							 commit_protocol_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.database",
 							   "Restricts the coordinator workers to one database.",
@@ -158,6 +177,15 @@ GucInit(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("collegedb.recovery_interval",
+							"Sets how often the coordinator resolves prepared transactions left on the shards.",
+							"The coordinator also does it when it starts; collegedb.recover_prepared_transactions() does it on demand.",
+							&CollegeRecoveryInterval,
+							10000, 100, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomStringVariable("collegedb.target_region",
 							   "Overrides the target_region setting of the location strategy in this session.",
 							   "Empty means the setting applies.",
@@ -182,6 +210,15 @@ GucInit(void)
 							   &CollegeTestPauseAfterStep,
 							   "",
 							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("collegedb.test_pause_commit",
+							   "For tests only: stops a backend committing a multi-shard transaction at this step until it is killed or the file collegedb_resume_commit appears in the data directory.",
+							   "'prepared': every preparable shard is prepared; 'last_committed': the last participant committed; 'decided': the front committed its decision; 'between_commits': one prepared shard committed.",
+							   &CollegeTestPauseCommit,
+							   "",
+							   PGC_SUSET,
 							   GUC_NOT_IN_SAMPLE,
 							   NULL, NULL, NULL);
 

@@ -36,6 +36,7 @@ _PG_init(void)
 	GucInit();
 	ShmemInit();
 	ConnectionInit();
+	TwoPhaseInit();
 	CatalogInit();
 	ShardCatalogInit();
 	ConfigInit();

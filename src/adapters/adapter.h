@@ -58,7 +58,11 @@ typedef struct CdCapabilities
 								 * transaction join one remote transaction */
 	bool		savepoints;		/* SAVEPOINT: the front's subtransactions too */
 	bool		returning;		/* UPDATE and DELETE ... RETURNING */
-	bool		two_phase;		/* PREPARE TRANSACTION or XA (not used yet) */
+	bool		two_phase;		/* PREPARE TRANSACTION or XA: a participant of
+								 * two-phase commit (CdAdapter.two_phase_sql) */
+	bool		last_participant;	/* cannot prepare, but can commit last with
+									 * a durable marker of the decision
+									 * (CdAdapter.marker_sql) */
 	bool		pipelining;		/* setup commands, a guard and the statement
 								 * travel in one round trip (guard_setup) */
 	bool		schemas;		/* table names may be schema-qualified */
@@ -306,6 +310,8 @@ typedef struct CdConnInfo
  *			 guarded writers wait for the move to commit.
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
+ * two_phase_sql, marker_sql: two-phase commit (CdTwoPhaseSql) and the
+ *			 last participant's decision marker (CdMarkerSql).
  * key_match: a condition comparing column %1$s (quoted) with parameter
  *			 $%2$d byte for byte, whatever the column's collation, in a form
  *			 that can still use an index on the column.  Every statement a
@@ -324,6 +330,61 @@ typedef struct CdConnInfo
  * topology_put_state: the same for a state channel's value, with $1 = the
  *			 group, $2 = the channel, $3 = the version, $4 = the value (JSON).
  */
+/*
+ * CdTwoPhaseSql is a dialect's two-phase commit (caps.two_phase).  Every
+ * text takes the global transaction id as %s (it holds only [a-z0-9_], the
+ * texts quote it); the lists are NULL-terminated and run in order, in one
+ * exec.
+ *
+ * begin:	 NULL when any transaction can be prepared; otherwise how a
+ *			 transaction that may be prepared begins (MySQL's XA START), and
+ *			 such a transaction then ends only with one of the lists below:
+ *			 commit_one_phase, rollback or prepare.
+ * commit_one_phase, rollback: (with 'begin') commit or roll back a
+ *			 transaction that began with 'begin' without preparing it.
+ * prepare:	 prepares the open transaction under the id.
+ * commit_prepared, rollback_prepared: decide a prepared transaction, from
+ *			 any session.
+ * list_prepared: a query whose rows' first column is the id of a
+ *			 prepared transaction of this database (or server).
+ * missing_sqlstate: what commit_prepared and rollback_prepared fail with
+ *			 when no such prepared transaction exists (or another session
+ *			 still holds it).
+ * check:	 a query returning one row whose first column is NULL when the
+ *			 server can prepare transactions, else a sentence saying why not.
+ */
+typedef struct CdTwoPhaseSql
+{
+	const char *begin;
+	const char *const *commit_one_phase;
+	const char *const *rollback;
+	const char *const *prepare;
+	const char *commit_prepared;
+	const char *rollback_prepared;
+	const char *list_prepared;
+	const char *missing_sqlstate;
+	const char *check;
+} CdTwoPhaseSql;
+
+/*
+ * CdMarkerSql is how a last participant (caps.last_participant) keeps the
+ * evidence of a decision: a row in a shard-side table (created by
+ * shard_ddl, and by 'ddl' again before each mark, for shards added before
+ * it existed) that commits with the participant's own transaction.
+ *
+ * mark:	 $1 the front transaction's id prefix (text), $2 when (bigint,
+ *			 microseconds since the PostgreSQL epoch, by the front's clock).
+ * list:	 every marker: columns xact, created.
+ * forget:	 $1 the id prefix.
+ */
+typedef struct CdMarkerSql
+{
+	const char *ddl;
+	const char *mark;
+	const char *list;
+	const char *forget;
+} CdMarkerSql;
+
 /* What an asynchronous statement needs next (see CdAdapter.poll) */
 typedef enum CdPollResult
 {
@@ -386,6 +447,8 @@ typedef struct CdAdapter
 	const char *const *topology_ddl;
 	const char *topology_publish;
 	const char *topology_put_state;
+	const CdTwoPhaseSql *two_phase_sql; /* with caps.two_phase */
+	const CdMarkerSql *marker_sql;	/* with caps.last_participant */
 } CdAdapter;
 
 /*

@@ -465,6 +465,31 @@ static const char *const mysql_topology_ddl[] = {
 	NULL
 };
 
+/*
+ * Two-phase commit on MySQL and MariaDB is XA, which can only prepare a
+ * transaction that began with XA START, and whose active transaction ends
+ * only with XA END and then XA PREPARE, XA COMMIT ... ONE PHASE or XA
+ * ROLLBACK.  Savepoints work inside XA transactions; statements that
+ * commit implicitly are refused inside any remote transaction already (see
+ * mysql_implicit_commit).  XA RECOVER lists the whole server's prepared
+ * transactions; a prepared transaction whose session is still connected
+ * can only be decided by that session (others get XAER_NOTA, XAE04).
+ */
+static const char *const mysql_xa_commit_one_phase[] = {"XA END '%s'", "XA COMMIT '%s' ONE PHASE", NULL};
+static const char *const mysql_xa_rollback[] = {"XA END '%s'", "XA ROLLBACK '%s'", NULL};
+static const char *const mysql_xa_prepare[] = {"XA END '%s'", "XA PREPARE '%s'", NULL};
+
+static const CdTwoPhaseSql mysql_two_phase = {
+	.begin = "XA START '%s'",
+	.commit_one_phase = mysql_xa_commit_one_phase,
+	.rollback = mysql_xa_rollback,
+	.prepare = mysql_xa_prepare,
+	.commit_prepared = "XA COMMIT '%s'",
+	.rollback_prepared = "XA ROLLBACK '%s'",
+	.list_prepared = "XA RECOVER",
+	.missing_sqlstate = "XAE04",
+};
+
 static const char *const mysql_aliases[] = {"mariadb", NULL};
 
 const CdAdapter CdMysqlAdapter = {
@@ -526,4 +551,5 @@ const CdAdapter CdMysqlAdapter = {
 	"VALUES ($1, $2, $3, $4) ON DUPLICATE KEY UPDATE "
 	"value = IF(VALUES(version) > version, VALUES(value), value), "
 	"version = GREATEST(version, VALUES(version))",
+	.two_phase_sql = &mysql_two_phase,
 };

@@ -499,6 +499,24 @@ static const char *const pg_topology_ddl[] = {
 	NULL
 };
 
+/*
+ * Two-phase commit on PostgreSQL: PREPARE TRANSACTION, which needs
+ * max_prepared_transactions above 0 on the shard's server.  A shard
+ * server's prepared transactions are those of its database.
+ */
+static const char *const pg_prepare[] = {"PREPARE TRANSACTION '%s'", NULL};
+
+static const CdTwoPhaseSql pg_two_phase = {
+	.prepare = pg_prepare,
+	.commit_prepared = "COMMIT PREPARED '%s'",
+	.rollback_prepared = "ROLLBACK PREPARED '%s'",
+	.list_prepared = "SELECT gid FROM pg_catalog.pg_prepared_xacts "
+	"WHERE database = pg_catalog.current_database()",
+	.missing_sqlstate = "42704",
+	.check = "SELECT CASE WHEN pg_catalog.current_setting('max_prepared_transactions')::int = 0 "
+	"THEN 'max_prepared_transactions is 0 on the shard''s server.' END",
+};
+
 const CdAdapter CdPostgresAdapter = {
 	.name = "postgres",
 	.display_name = "PostgreSQL",
@@ -535,6 +553,7 @@ const CdAdapter CdPostgresAdapter = {
 	.guard_release = "RELEASE SAVEPOINT collegedb_guard",
 	.guard_rollback_to = "ROLLBACK TO SAVEPOINT collegedb_guard",
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
+	.two_phase_sql = &pg_two_phase,
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",
 	.topology_ddl = pg_topology_ddl,

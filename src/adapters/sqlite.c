@@ -360,6 +360,10 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
  * index on its key.  Writers are serialized by SQLite's write lock, which
  * a write transaction takes at BEGIN IMMEDIATE.
  */
+#define CD_SQLITE_MARKER_DDL \
+	"CREATE TABLE IF NOT EXISTS collegedb_decisions (" \
+	"xact TEXT PRIMARY KEY, created INTEGER NOT NULL)"
+
 static const char *const sqlite_shard_ddl[] = {
 	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
 	"table_name TEXT NOT NULL, "
@@ -369,6 +373,7 @@ static const char *const sqlite_shard_ddl[] = {
 	"moved_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')), "
 	"PRIMARY KEY (table_name, shard_key))",
 	"CREATE INDEX IF NOT EXISTS collegedb_tombstones_key ON collegedb_tombstones (shard_key)",
+	CD_SQLITE_MARKER_DDL,
 	NULL
 };
 
@@ -385,6 +390,19 @@ static const char *const sqlite_topology_ddl[] = {
 	NULL
 };
 
+/*
+ * SQLite cannot prepare a transaction: it takes part in two-phase commit
+ * as the last participant, committing once every other participant is
+ * prepared, with a marker row of the front transaction in its own
+ * transaction, so that its outcome is the decision (remote/twophase.c).
+ */
+static const CdMarkerSql sqlite_marker = {
+	.ddl = CD_SQLITE_MARKER_DDL,
+	.mark = "INSERT INTO collegedb_decisions (xact, created) VALUES ($1, $2)",
+	.list = "SELECT xact, created FROM collegedb_decisions",
+	.forget = "DELETE FROM collegedb_decisions WHERE xact = $1",
+};
+
 const CdAdapter CdSqliteAdapter = {
 	.name = "sqlite",
 	.display_name = "SQLite",
@@ -393,6 +411,7 @@ const CdAdapter CdSqliteAdapter = {
 		.transactions = true,
 		.savepoints = true,
 		.returning = true,
+		.last_participant = true,
 		.server_files = true,
 	},
 
@@ -421,4 +440,5 @@ const CdAdapter CdSqliteAdapter = {
 	.topology_ddl = sqlite_topology_ddl,
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,
+	.marker_sql = &sqlite_marker,
 };

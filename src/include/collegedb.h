@@ -16,10 +16,18 @@
 /* the extension version whose catalog this library reads and writes */
 #define COLLEGEDB_VERSION		"0.2"
 
+/* collegedb.commit_protocol */
+typedef enum CdCommitProtocol
+{
+	CD_COMMIT_2PC,
+	CD_COMMIT_SEQUENTIAL
+} CdCommitProtocol;
+
 /* guc.c: every GUC, read by every layer */
 extern bool CollegeAllowMultiShardModify;
 extern bool CollegeBestEffort;
 extern int	CollegeCleanupTimeout;
+extern int	CollegeCommitProtocol;
 extern char *CollegeWorkerDatabase;
 extern bool CollegeDebug;
 extern int	CollegeFanoutConcurrency;
@@ -28,8 +36,10 @@ extern int	CollegeFanoutTimeout;
 extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;
 extern int	CollegeMoveMaxAttempts;
+extern int	CollegeRecoveryInterval;
 extern char *CollegeTargetRegion;
 extern char *CollegeTestPauseAfterDelivery;
+extern char *CollegeTestPauseCommit;
 extern char *CollegeTestPauseAfterStep;
 extern char *CollegeTestPauseInStep;
 extern int	CollegeTopologyTimeout;

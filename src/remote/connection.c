@@ -50,7 +50,6 @@
 
 static HTAB *connections = NULL;
 
-static void connection_xact_callback(XactEvent event, void *arg);
 static void connection_subxact_callback(SubXactEvent event,
 										SubTransactionId mySubid,
 										SubTransactionId parentSubid,
@@ -59,12 +58,12 @@ static void connection_server_callback(Datum arg, int cacheid, uint32 hashvalue)
 static void connection_mapping_callback(Datum arg, int cacheid, uint32 hashvalue);
 
 /*
- * ConnectionInit registers the transaction and invalidation callbacks.
+ * ConnectionInit registers the subtransaction and invalidation callbacks
+ * (the transaction callback is twophase.c's).
  */
 void
 ConnectionInit(void)
 {
-	RegisterXactCallback(connection_xact_callback, NULL);
 	RegisterSubXactCallback(connection_subxact_callback, NULL);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, connection_server_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, connection_mapping_callback, (Datum) 0);
@@ -256,6 +255,7 @@ ConnectionGet(const CdShard *shard)
 		conn->doomed = false;
 		conn->invalidated = false;
 		conn->fresh = false;
+		ConnectionMarkFinished(conn);
 	}
 	/* the dialect may have changed with ALTER SERVER */
 	strlcpy(conn->shard, shard->name, NAMEDATALEN);
@@ -296,14 +296,14 @@ ConnectionIsOpen(const CdShard *shard)
 }
 
 /*
- * run_control runs a transaction-control command as a cleanup: it waits at
+ * ConnectionRunCleanup runs a transaction-control command as a cleanup: it waits at
  * most collegedb.cleanup_timeout, and not at all once a cancel or
  * termination is pending (at abort, interrupts are held and nothing else
  * could end the wait).  False when it failed (the error is dropped: the
  * callers are cleanup paths); a connection that did not answer is closed.
  */
-static bool
-run_control(CdConnection *conn, const char *sql)
+bool
+ConnectionRunCleanup(CdConnection *conn, const char *sql)
 {
 	CdRemoteError err;
 	int64		rows;
@@ -335,24 +335,76 @@ ConnectionRollbackTo(CdConnection *conn, int level)
 	if (conn->xact_depth < level)
 		return true;
 	snprintf(sql, sizeof(sql), conn->adapter->sql_rollback_to, level);
-	if (!run_control(conn, sql))
+	if (!ConnectionRunCleanup(conn, sql))
 		return false;
 	snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
-	if (!run_control(conn, sql))
+	if (!ConnectionRunCleanup(conn, sql))
 		return false;
 	conn->xact_depth = level - 1;
 	return true;
 }
 
 /*
- * commit_remote commits one shard's remote transaction at front
- * pre-commit; failure aborts the front transaction.
+ * ConnectionExecList runs one of a dialect's lists of two-phase commands
+ * (CdTwoPhaseSql), each with 'gid', in one exec; false with *err filled
+ * when it failed (a connection that was lost is closed).
  */
-static void
-commit_remote(CdConnection *conn)
+bool
+ConnectionExecList(CdConnection *conn, const char *const *list, const char *gid,
+				   int flags, CdRemoteError *err)
+{
+	const char *setup[8];
+	int			n = 0;
+	int64		rows;
+	bool		ok;
+
+	memset(err, 0, sizeof(*err));
+	if (conn->handle == NULL)
+	{
+		AdapterSetError(err, "08003", true, "the connection to the shard is closed", NULL, NULL);
+		return false;
+	}
+	while (list[n + 1] != NULL)
+	{
+		Assert(n < lengthof(setup));
+		setup[n] = psprintf(list[n], gid);
+		n++;
+	}
+	conn->in_flight = true;
+	conn->in_flight_level = GetCurrentTransactionNestLevel();
+	ok = conn->adapter->exec(conn->handle, n, setup, psprintf(list[n], gid), 0, NULL,
+							 CD_EXEC_INTERNAL | flags, NULL, &rows, err);
+	conn->in_flight = false;
+	if (!ok && err->connection_lost)
+		ConnectionClose(conn);
+	return ok;
+}
+
+/*
+ * ConnectionMarkFinished forgets the shard's remote transaction: it
+ * committed, rolled back, or was prepared and decided.
+ */
+void
+ConnectionMarkFinished(CdConnection *conn)
+{
+	conn->xact_depth = 0;
+	conn->wrote = false;
+	conn->xa = false;
+	conn->prepare_sent = false;
+	conn->prepared = false;
+	conn->gid[0] = '\0';
+}
+
+/*
+ * ConnectionCommitOnePhase commits one shard's remote transaction at front
+ * pre-commit, without preparing it; failure aborts the front transaction.
+ */
+void
+ConnectionCommitOnePhase(CdConnection *conn)
 {
 	CdRemoteError err;
 	int64		rows;
+	bool		ok;
 
 	if (conn->doomed || conn->handle == NULL)
 		ereport(ERROR,
@@ -361,24 +413,65 @@ commit_remote(CdConnection *conn)
 				 errdetail("The connection to the shard failed during the transaction.")));
 
 	memset(&err, 0, sizeof(err));
-	conn->in_flight = true;
-	conn->in_flight_level = GetCurrentTransactionNestLevel();
-	if (!conn->adapter->exec(conn->handle, 0, NULL, conn->adapter->sql_commit,
-							 0, NULL, CD_EXEC_INTERNAL | CD_EXEC_COMMIT, NULL, &rows, &err))
+	if (conn->xa)
+		ok = ConnectionExecList(conn, conn->adapter->two_phase_sql->commit_one_phase,
+								conn->gid, CD_EXEC_COMMIT, &err);
+	else
 	{
+		conn->in_flight = true;
+		conn->in_flight_level = GetCurrentTransactionNestLevel();
+		ok = conn->adapter->exec(conn->handle, 0, NULL, conn->adapter->sql_commit,
+								 0, NULL, CD_EXEC_INTERNAL | CD_EXEC_COMMIT, NULL, &rows, &err);
 		conn->in_flight = false;
-		/* the abort that follows rolls back what the shard still holds open */
-		if (err.connection_lost)
-		{
+		if (!ok && err.connection_lost)
 			ConnectionClose(conn);
-			conn->xact_depth = 0;
-		}
-		else if (strcmp(err.sqlstate, "40000") == 0)
-			conn->xact_depth = 0;	/* the shard already rolled back */
+	}
+	if (!ok)
+	{
+		/* the abort that follows rolls back what the shard still holds open */
+		if (err.connection_lost || strcmp(err.sqlstate, "40000") == 0)
+			ConnectionMarkFinished(conn);	/* the shard rolled back */
 		RemoteRaise(CD_REMOTE_COMMIT, conn->shard, conn->adapter, NULL, &err);
 	}
-	conn->in_flight = false;
-	conn->xact_depth = 0;
+	ConnectionMarkFinished(conn);
+}
+
+/*
+ * rollback_remote rolls back one shard's part of an aborting front
+ * transaction, as a cleanup (see ConnectionRunCleanup): a prepared one
+ * (or one whose PREPARE was sent) with the dialect's rollback of a
+ * prepared transaction, one begun for two-phase commit with its rollback
+ * list, any other with ROLLBACK.  What fails is left to recovery (a
+ * prepared transaction whose front transaction aborted is rolled back by
+ * the coordinator) or to the shard (a closed connection rolls back).
+ */
+static void
+rollback_remote(CdConnection *conn)
+{
+	CdRemoteError err;
+
+	if (conn->prepare_sent)
+	{
+		if (!ConnectionExecList(conn,
+								(const char *const[]) {conn->adapter->two_phase_sql->rollback_prepared, NULL},
+								conn->gid, CD_EXEC_CLEANUP, &err) &&
+			conn->prepared && !err.connection_lost)
+			ereport(WARNING,
+					(errcode(err.sqlstate[0] ? MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
+															 err.sqlstate[3], err.sqlstate[4]) : ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not roll back prepared transaction %s on shard \"%s\": %s",
+							conn->gid, conn->shard, err.message ? err.message : "unknown error"),
+					 errhint("The coordinator rolls it back later.")));
+	}
+	else if (conn->xa && conn->xact_depth > 0)
+	{
+		if (!ConnectionExecList(conn, conn->adapter->two_phase_sql->rollback, conn->gid,
+								CD_EXEC_CLEANUP, &err))
+			ConnectionClose(conn);
+	}
+	else if (conn->xact_depth > 0 &&
+			 !ConnectionRunCleanup(conn, conn->adapter->sql_rollback))
+		ConnectionClose(conn);
 }
 
 /*
@@ -389,7 +482,7 @@ void
 ConnectionCommitNow(CdConnection *conn)
 {
 	if (conn->xact_depth > 0 || conn->doomed)
-		commit_remote(conn);
+		ConnectionCommitOnePhase(conn);
 }
 
 /*
@@ -403,83 +496,93 @@ ConnectionUndoGuard(CdConnection *conn, bool was_open)
 {
 	if (was_open)
 	{
-		if (!run_control(conn, conn->adapter->guard_rollback_to) ||
-			!run_control(conn, conn->adapter->guard_release))
+		if (!ConnectionRunCleanup(conn, conn->adapter->guard_rollback_to) ||
+			!ConnectionRunCleanup(conn, conn->adapter->guard_release))
 			conn->doomed = true;
 		return;
 	}
-	if (!run_control(conn, conn->adapter->sql_rollback))
+	if (!ConnectionRunCleanup(conn, conn->adapter->sql_rollback))
 		ConnectionClose(conn);
-	conn->xact_depth = 0;
+	ConnectionMarkFinished(conn);
 }
 
 /*
- * connection_xact_callback commits or rolls back the remote transactions
- * with the front's.
+ * ConnectionParticipants lists the connections that take part in the
+ * ending front transaction: an open remote transaction, a lost one, or a
+ * prepared one.  The array is in TopTransactionContext, which lives until
+ * the end.
  */
-static void
-connection_xact_callback(XactEvent event, void *arg)
+CdConnection **
+ConnectionParticipants(int *n)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+	CdConnection **parts;
+
+	*n = 0;
+	if (connections == NULL)
+		return NULL;
+	parts = MemoryContextAlloc(TopTransactionContext,
+							   sizeof(CdConnection *) * Max(hash_get_num_entries(connections), 1));
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+		if (conn->xact_depth > 0 || conn->doomed || conn->prepared)
+			parts[(*n)++] = conn;
+	return parts;
+}
+
+/*
+ * ConnectionAtEnd ends every shard's part of the ending front transaction.
+ * After an abort ('aborted') it rolls each back; a connection in the
+ * middle of a statement, or lost, is closed instead (the shard rolls back
+ * what was open; a prepared one is rolled back by its gid, or else by
+ * recovery).  After a commit it closes the connections whose server or
+ * mapping changed.
+ */
+void
+ConnectionAtEnd(bool aborted)
 {
 	HASH_SEQ_STATUS scan;
 	CdConnection *conn;
 
 	if (connections == NULL)
 		return;
-
-	switch (event)
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
 	{
-		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-		case XACT_EVENT_PRE_COMMIT:
-			hash_seq_init(&scan, connections);
-			while ((conn = hash_seq_search(&scan)) != NULL)
-			{
-				if (conn->xact_depth > 0 || conn->doomed)
-					commit_remote(conn);
-			}
-			break;
-
-		case XACT_EVENT_PRE_PREPARE:
-			hash_seq_init(&scan, connections);
-			while ((conn = hash_seq_search(&scan)) != NULL)
-			{
-				if (conn->xact_depth > 0)
-				{
-					hash_seq_term(&scan);
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("cannot PREPARE a transaction that has operated on collegedb shards")));
-				}
-			}
-			break;
-
-		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_ABORT:
-			hash_seq_init(&scan, connections);
-			while ((conn = hash_seq_search(&scan)) != NULL)
-			{
-				if (conn->in_flight || (conn->xact_depth > 0 && conn->doomed))
-					ConnectionClose(conn);
-				else if (conn->xact_depth > 0 &&
-						 !run_control(conn, conn->adapter->sql_rollback))
-					ConnectionClose(conn);
-				conn->xact_depth = 0;
-				conn->doomed = false;
-			}
-			break;
-
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:
-			hash_seq_init(&scan, connections);
-			while ((conn = hash_seq_search(&scan)) != NULL)
-			{
-				conn->xact_depth = 0;
-				conn->doomed = false;
-				if (conn->invalidated)
-					ConnectionClose(conn);
-			}
-			break;
+		if (aborted && (conn->in_flight || (conn->doomed && !conn->prepared)))
+			ConnectionClose(conn);
+		else if (aborted)
+			rollback_remote(conn);
+		ConnectionMarkFinished(conn);
+		conn->doomed = false;
+		if (!aborted && conn->invalidated)
+			ConnectionClose(conn);
 	}
+}
+
+/*
+ * ConnectionAnyOpen returns a connection with an open remote transaction,
+ * or NULL.
+ */
+CdConnection *
+ConnectionAnyOpen(void)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+
+	if (connections == NULL)
+		return NULL;
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+	{
+		if (conn->xact_depth > 0)
+		{
+			hash_seq_term(&scan);
+			return conn;
+		}
+	}
+	return NULL;
 }
 
 /*

@@ -36,6 +36,20 @@ struct CdConnection
 								 * front transaction ends */
 	bool		invalidated;	/* server or mapping changed: reconnect */
 	uint32		server_hash;
+
+	/*
+	 * Two-phase commit (twophase.c).  'wrote': a statement that joined the
+	 * open remote transaction was a write.  'xa': the remote transaction
+	 * began with the dialect's two-phase begin (CdTwoPhaseSql.begin) under
+	 * 'gid'.  'prepare_sent': the front's pre-commit sent PREPARE under
+	 * 'gid'; 'prepared': the shard answered it, and the transaction now
+	 * waits for the front's decision.
+	 */
+	bool		wrote;
+	bool		xa;
+	bool		prepare_sent;
+	bool		prepared;
+	char		gid[CD_GID_SIZE];
 };
 
 #define MAX_SETUP_COMMANDS 64
@@ -62,6 +76,9 @@ typedef struct CdStatement
 	bool		was_open;		/* a remote transaction was open before */
 	bool		need_xact;		/* the statement joins the remote transaction */
 	bool		fresh;			/* connected for this statement */
+	bool		xa_begin;		/* setup begins a two-phase transaction
+								 * under 'gid' */
+	char		gid[CD_GID_SIZE];
 	CdRemoteError err;
 	int64		rows;
 } CdStatement;
@@ -86,6 +103,18 @@ extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
 extern void StatementRaise(CdStatement *st);
 
+extern bool ConnectionIsOpen(const CdShard *shard);
+extern bool ConnectionExecList(CdConnection *conn, const char *const *list,
+							   const char *gid, int flags, CdRemoteError *err);
+extern bool ConnectionRunCleanup(CdConnection *conn, const char *sql);
+extern void ConnectionCommitOnePhase(CdConnection *conn);
+extern void ConnectionMarkFinished(CdConnection *conn);
+extern CdConnection **ConnectionParticipants(int *n);
+extern void ConnectionAtEnd(bool aborted);
+extern CdConnection *ConnectionAnyOpen(void);
+
+/* twophase.c */
+extern void TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid);
 extern void ConnectionClose(CdConnection *conn);
 extern bool ConnectionRollbackTo(CdConnection *conn, int level);
 extern void ConnectionCommitNow(CdConnection *conn);

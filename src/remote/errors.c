@@ -62,12 +62,14 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 					 err->hint ? errhint("%s", err->hint) : 0));
 			break;
 		case CD_REMOTE_COMMIT:
+		case CD_REMOTE_PREPARE:
 		case CD_REMOTE_RELEASE:
 			ereport(ERROR,
 					(errcode(code),
-					 op == CD_REMOTE_COMMIT ?
-					 errmsg("could not commit on shard \"%s\": %s", shard, message) :
-					 errmsg("could not release savepoint on shard \"%s\": %s", shard, message),
+					 errmsg("could not %s on shard \"%s\": %s",
+							op == CD_REMOTE_COMMIT ? "commit" :
+							op == CD_REMOTE_PREPARE ? "prepare the transaction" :
+							"release savepoint", shard, message),
 					 err->detail ? errdetail_internal("%s", err->detail) : 0,
 					 err->hint ? errhint("%s", err->hint) : 0));
 			break;

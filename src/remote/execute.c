@@ -235,6 +235,8 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 	st->need_xact = !st->autocommit_only &&
 		(st->is_write || st->was_open || IsTransactionBlock());
 	st->fresh = conn->fresh;
+	st->xa_begin = false;
+	st->gid[0] = '\0';
 	memset(&st->err, 0, sizeof(st->err));
 	st->rows = 0;
 
@@ -277,8 +279,16 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 		}
 		/* conn->xact_depth follows at StatementFinish, once the shard answered */
 		if (conn->xact_depth == 0)
-			st->setup[st->nsetup++] = st->is_write ? conn->adapter->sql_begin_write :
-				conn->adapter->sql_begin;
+		{
+			/* a dialect that prepares only what began so (XA) begins so */
+			TwoPhaseBeginGid(st->shard, conn, st->gid);
+			st->xa_begin = st->gid[0] != '\0';
+			if (st->xa_begin)
+				st->setup[st->nsetup++] = psprintf(conn->adapter->two_phase_sql->begin, st->gid);
+			else
+				st->setup[st->nsetup++] = st->is_write ? conn->adapter->sql_begin_write :
+					conn->adapter->sql_begin;
+		}
 		for (int l = Max(conn->xact_depth, 1) + 1; l <= st->level; l++)
 			st->setup[st->nsetup++] = psprintf(conn->adapter->sql_savepoint, l);
 	}
@@ -323,7 +333,16 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 	{
 		/* an adapter's refusal before sending opened nothing on the shard */
 		if (st->need_xact && (ok || !st->err.nothing_sent))
+		{
+			if (st->xa_begin)
+			{
+				conn->xa = true;
+				strlcpy(conn->gid, st->gid, CD_GID_SIZE);
+			}
 			conn->xact_depth = st->level;
+			if (st->is_write)
+				conn->wrote = true;
+		}
 		return false;
 	}
 

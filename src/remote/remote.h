@@ -12,6 +12,7 @@
 
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/tupdesc.h"
 #include "fmgr.h"
 #include "utils/jsonb.h"
@@ -19,6 +20,15 @@
 
 #include "adapters/adapter.h"
 #include "catalog/shards.h"
+
+/*
+ * A global transaction id of two-phase commit: "cdb_<system identifier>_
+ * <database oid>_<front full xid>_<server oid>", in lower-case hex, 16 + 8
+ * + 16 + 8 digits: 55 characters, within MySQL's 64-byte gtrid.  Its first
+ * part up to the xid names the front transaction (CD_XACT_SIZE).
+ */
+#define CD_GID_SIZE 64
+#define CD_XACT_SIZE 48
 
 /* connection.c */
 typedef struct CdConnection CdConnection;
@@ -46,7 +56,8 @@ typedef enum CdRemoteOp
 	CD_REMOTE_STATEMENT = 0,	/* a statement: the shard's own message */
 	CD_REMOTE_CONNECT,			/* "could not connect to shard" */
 	CD_REMOTE_COMMIT,			/* "could not commit on shard" */
-	CD_REMOTE_RELEASE			/* "could not release savepoint on shard" */
+	CD_REMOTE_RELEASE,			/* "could not release savepoint on shard" */
+	CD_REMOTE_PREPARE			/* "could not prepare the transaction on shard" */
 } CdRemoteOp;
 
 extern int	RemoteSqlstate(const char *sqlstate);
@@ -129,5 +140,23 @@ extern void ValuesCellToParam(const CdCell *cell, CdParam *param);
 
 /* execute.c */
 extern void RemoteCommitNow(const CdShard *shard);
+
+/* twophase.c: the front transaction's commit, and global transaction ids */
+extern void TwoPhaseInit(void);
+extern void TwoPhaseFrontPrefix(char *buf);
+extern void TwoPhaseXactName(FullTransactionId fxid, char *buf);
+extern bool TwoPhaseParseGid(const char *gid, char *xact, FullTransactionId *fxid,
+							 Oid *serverid);
+
+/* recovery.c: prepared transactions left on the shards */
+typedef struct CdInDoubt
+{
+	char	   *shard;
+	char	   *gid;			/* NULL: the shard could not be listed */
+	char	   *action;
+	char	   *error;
+} CdInDoubt;
+
+extern List *RecoveryRun(bool act);
 
 #endif							/* COLLEGEDB_REMOTE_H */

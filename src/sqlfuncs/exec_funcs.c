@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 
@@ -71,7 +72,11 @@ collegedb_all_on_shard(PG_FUNCTION_ARGS)
  * collegedb_run_on_all runs a statement on every registered shard at once
  * (see remote/fanout.c) and returns one row per shard, in name order:
  * failures are data, and a failed shard's part is undone on that shard
- * alone.
+ * alone.  So the statement is no atomic transaction: outside a
+ * transaction block each shard's part commits as soon as it succeeded (a
+ * DDL statement on several SQLite shards, which cannot take part in one
+ * two-phase commit together, works); inside one, it commits with the
+ * front transaction.
  */
 Datum
 collegedb_run_on_all(PG_FUNCTION_ARGS)
@@ -106,6 +111,10 @@ collegedb_run_on_all(PG_FUNCTION_ARGS)
 				shards[i].error = psprintf("shard \"%s\" has no collegedb server any more",
 										   shards[i].shard->name);
 		}
+		if (!IsTransactionBlock())
+			for (int i = 0; i < m; i++)
+				if (reachable[i].ok)
+					RemoteCommitNow(reachable[i].shard);
 	}
 
 	for (int i = 0; i < n; i++)

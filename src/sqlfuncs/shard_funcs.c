@@ -89,6 +89,36 @@ ensure_valid_tags(Jsonb *tags)
 }
 
 /*
+ * warn_if_cannot_prepare warns when a shard whose dialect has two-phase
+ * commit cannot prepare transactions (a PostgreSQL server with
+ * max_prepared_transactions = 0): a transaction that writes on it and on
+ * another shard will fail to commit.
+ */
+static void
+warn_if_cannot_prepare(const CdShard *shard)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	CaptureRowSink found;
+	const CdParam *problem;
+
+	if (!adapter->caps.two_phase || adapter->two_phase_sql->check == NULL)
+		return;
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard, adapter->two_phase_sql->check, 0, NULL,
+								 &found.base, false);
+	if (found.rows == NIL)
+		return;
+	problem = &((CdParam *) linitial(found.rows))[0];
+	if (problem->kind == CD_VALUE_NULL)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("shard \"%s\" cannot prepare transactions", shard->name),
+			 errdetail_internal("%s", problem->str),
+			 errhint("A transaction that writes on this shard and on another one will fail to commit, unless collegedb.commit_protocol is 'sequential'.")));
+}
+
+/*
  * collegedb_add_shard registers a collegedb server as a data shard: it
  * connects, creates the shard-side tombstone table and the tables of
  * topology groups (idempotent) inside the current transaction, and records
@@ -137,6 +167,10 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	/* the topology groups' shard-side tables, as the first delivery would */
 	for (const char *const *ddl = AdapterForDialect(shard.dialect)->topology_ddl; *ddl; ddl++)
 		(void) RemoteExecuteInternal(&shard, *ddl, 0, NULL, NULL, true);
+	/* idempotent: committed at once, so that add_shard of several shards
+	 * in one transaction is no multi-shard commit */
+	RemoteCommitNow(&shard);
+	warn_if_cannot_prepare(&shard);
 
 	ShardInsert(name, PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
 				priority, PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3)),

@@ -18,6 +18,9 @@
  *	  queued job (schedule_rebalance), as the role that scheduled it;
  *	- delivers the topology groups' snapshots and state values that are
  *	  due (outbox.c), sleeping no longer than until the next one is due.
+ *	- when it starts and every collegedb.recovery_interval, resolves the
+ *	  prepared transactions that two-phase commit left on the shards
+ *	  (remote/recovery.c).
  * One transaction per unit of work; an error is logged and recorded, and
  * the loop goes on.  SIGHUP reloads the configuration; a coordinator that
  * collegedb.database no longer allows exits.
@@ -37,10 +40,12 @@
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
 #include "catalog/journal.h"
 #include "collegedb.h"
+#include "remote/remote.h"
 #include "worker/coordinator.h"
 #include "worker/jobs.h"
 #include "worker/launcher.h"
@@ -220,6 +225,36 @@ as_owner(Oid owner, void (*work) (int64), int64 id, const char *what)
 }
 
 /*
+ * recover_prepared runs one recovery pass of two-phase commit in its own
+ * transaction, logging an error rather than dying of it (a shard that is
+ * down is retried at the next pass), and then closes its shard connections:
+ * a pass every few seconds does not need them kept, and a shard restarted
+ * meanwhile is reached afresh.
+ */
+static void
+recover_prepared(void)
+{
+	MemoryContext context = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		WorkerBegin();
+		(void) RecoveryRun(true);
+		WorkerCommit();
+		/* no shard connection is held between passes */
+		(void) ConnectionDisconnectAll();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
+/*
  * collegedb_coordinator_main is a coordinator's loop; its database comes
  * from the launcher (the main argument, and its slot in bgw_extra).
  */
@@ -229,6 +264,7 @@ collegedb_coordinator_main(Datum arg)
 	Oid			database = DatumGetObjectId(arg);
 	int			slot;
 	MemoryContext loop_context;
+	TimestampTz last_recovery = 0;
 
 	memcpy(&slot, MyBgworkerEntry->bgw_extra, sizeof(slot));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -277,6 +313,14 @@ collegedb_coordinator_main(Datum arg)
 		if (job.id > 0)
 			as_owner(job.owner, JobRun, job.id, "job");
 		next_delivery = OutboxDeliver();
+		/* prepared transactions left by two-phase commit */
+		if (last_recovery == 0 ||
+			TimestampDifferenceExceeds(last_recovery, GetCurrentTimestamp(),
+									   CollegeRecoveryInterval))
+		{
+			recover_prepared();
+			last_recovery = GetCurrentTimestamp();
+		}
 		MemoryContextSwitchTo(old);
 		pgstat_report_activity(STATE_IDLE, NULL);
 

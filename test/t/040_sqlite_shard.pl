@@ -57,7 +57,20 @@ bg_query($bg, 'ROLLBACK');
 is(row_of($file1, 1), '', 'ROLLBACK: the row is absent on l1');
 is(row_of($file2, 1), '', 'ROLLBACK: the row is absent on l2');
 
+# two SQLite shards cannot both take part in one two-phase commit (neither can
+# prepare): refused at COMMIT, nothing committed anywhere
 bg_query($bg, 'BEGIN');
+bg_query($bg, q{INSERT INTO local_log VALUES ('refused')});
+bg_query($bg, sprintf($insert, 'l1', 2, 'refused'));
+bg_query($bg, sprintf($insert, 'l2', 2, 'refused'));
+$r = bg_query($bg, 'COMMIT');
+is($r->{sqlstate}, 'CD009', 'COMMIT of two SQLite writers is refused under 2pc');
+is(row_of($file1, 2), '', 'refused COMMIT: nothing on l1');
+is(row_of($file2, 2), '', 'refused COMMIT: nothing on l2');
+
+# the one-after-another commit takes them
+bg_query($bg, 'BEGIN');
+bg_query($bg, q{SET LOCAL collegedb.commit_protocol = 'sequential'});
 bg_query($bg, q{INSERT INTO local_log VALUES ('committed')});
 bg_query($bg, sprintf($insert, 'l1', 2, 'committed'));
 bg_query($bg, sprintf($insert, 'l2', 2, 'committed'));

@@ -166,8 +166,11 @@ sub front_node
 
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%{ $opts{init} // {} });
+	# max_prepared_transactions: a front may serve as a shard of itself,
+	# and two-phase commit prepares on shards
 	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = " . sql_literal($preload) . "\n");
+		"shared_preload_libraries = " . sql_literal($preload) . "\n"
+		  . "max_prepared_transactions = 20\n");
 	_append_settings($node, $opts{conf});
 	return $node if defined $opts{start} && !$opts{start};
 
@@ -192,6 +195,8 @@ sub pg_shard_node
 	my ($name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%{ $opts{init} // {} });
+	# two-phase commit prepares on shards (conf may set it back to 0)
+	$node->append_conf('postgresql.conf', "max_prepared_transactions = 20\n");
 	_append_settings($node, $opts{conf});
 	$node->start unless defined $opts{start} && !$opts{start};
 	return $node;
