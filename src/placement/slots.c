@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * slots.c
- *	  Slot maps as values (DESIGN.md 4.1 "Slots", issue 18): the default map
+ *	  Slot maps as values (README.md "Slot maps"): the default map
  *	  of a slot count and a set of shards, the normal form every map is
  *	  stored and hashed in, its digest, the shard of a slot, a map with one
  *	  slot reassigned, and the snapshot's JSON text.

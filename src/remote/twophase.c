@@ -2,7 +2,7 @@
  *
  * twophase.c
  *	  Two-phase commit of a front transaction that wrote on several shards
- *	  (DESIGN.md section 8), and the global transaction ids it uses.
+ *	  (README.md "Transactions across shards"), and the global transaction ids it uses.
  *
  * At the front's pre-commit (connection.c hands over the participants):
  *	- fewer than two participants wrote, or collegedb.commit_protocol is

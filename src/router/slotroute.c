@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * slotroute.c
- *	  The slots strategy (DESIGN.md 4.1, issue 18): a key without a mapping
+ *	  The slots strategy (README.md "Slot maps"): a key without a mapping
  *	  goes to the shard of its slot in the installed slot map.
  *
  * slot = fnv1a32(ordered_binary(key)) mod slots; the newest installed map

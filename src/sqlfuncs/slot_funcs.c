@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * slot_funcs.c
- *	  SQL functions of slot maps (issue 18): initialize_shard_map, which
+ *	  SQL functions of slot maps: initialize_shard_map, which
  *	  installs version 1, and verify_shard_map, which compares where a
  *	  registered table's rows are with where a map puts them.
  *

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * slot_moves.c
- *	  Moves a slot to another shard (collegedb.move_slot, issue 18): every
+ *	  Moves a slot to another shard (collegedb.move_slot): every
  *	  key of the slot, for every registered table, with the journaled move
  *	  protocol, then the next version of the slot map with the slot on its
  *	  new shard.
