@@ -88,17 +88,7 @@ my $key_array = 'ARRAY[' . join(', ', map { "'$_'" } @keys) . ']';
 sub rows_by_shard
 {
 	my ($table, $column) = @_;
-	my %by;
-	my $out = $front->safe_psql('postgres', qq{
-		SELECT shard, coalesce(value->>'k', ''), coalesce(value->>'n', ''), coalesce(error, '')
-		  FROM collegedb.fanout('SELECT $column AS k, count(*) AS n FROM $table GROUP BY $column')});
-	for my $line (split /\n/, $out)
-	{
-		my ($shard, $k, $n, $err) = split /\|/, $line, 4;
-		die "fan-out error on shard $shard: $err\n" if $err ne '';
-		$by{$k}{$shard} = $n if $k ne '';
-	}
-	return \%by;
+	return fanout_by_shard($front, "SELECT $column AS k, count(*) AS n FROM $table GROUP BY $column");
 }
 
 # Tombstones on every shard: list of [shard, table, key, moved_to].

@@ -162,17 +162,7 @@ sub writer_tally
 # Rows of counters per key and shard, from every shard: { key => { shard => n } }.
 sub rows_by_shard
 {
-	my %by;
-	my $out = $front->safe_psql('postgres', q{
-		SELECT shard, coalesce(value->>'k', ''), coalesce(value->>'n', ''), coalesce(error, '')
-		  FROM collegedb.fanout('SELECT id AS k, n FROM counters')});
-	for my $line (split /\n/, $out)
-	{
-		my ($shard, $k, $n, $err) = split /\|/, $line, 4;
-		die "fan-out error on shard $shard: $err\n" if $err ne '';
-		$by{$k}{$shard} = $n if $k ne '';
-	}
-	return \%by;
+	return fanout_by_shard($front, 'SELECT id AS k, n FROM counters');
 }
 
 # The invariants after a slot's move to $to, with $version expected in force.

@@ -101,6 +101,7 @@ our @EXPORT = qw(
   psql_start
   psql_finish
   wait_for_log_match
+  fanout_by_shard
 );
 
 # The name of the running test file without directory and extension ("001_harness").
@@ -350,6 +351,32 @@ sub sqlite_exec
 	  unless $ok && $stderr eq '';
 	chomp $stdout;
 	return $stdout;
+}
+
+=pod
+
+=item fanout_by_shard($node, $sql)
+
+Runs C<$sql>, a read returning columns C<k> and C<n>, on every shard through
+C<collegedb.fanout> on C<$node> and returns C<< { k => { shard => n } } >>; dies
+naming the shard when one fails.
+
+=cut
+
+sub fanout_by_shard
+{
+	my ($node, $sql) = @_;
+	my %by;
+	my $out = $node->safe_psql('postgres',
+		q{SELECT shard, coalesce(value->>'k', ''), coalesce(value->>'n', ''), coalesce(error, '')
+		    FROM collegedb.fanout(} . sql_literal($sql) . ')');
+	for my $line (split /\n/, $out)
+	{
+		my ($shard, $k, $n, $err) = split /\|/, $line, 4;
+		die "fan-out error on shard $shard: $err\n" if $err ne '';
+		$by{$k}{$shard} = $n if $k ne '';
+	}
+	return \%by;
 }
 
 =pod
