@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 
+#include "placement/hash.h"
 #include "placement/slots.h"
 
 /*
@@ -102,6 +103,23 @@ PlacementSlotMapDigest(const CdSlotMap *map)
 	hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
 	hex[hex_encode((const char *) digest, PG_SHA256_DIGEST_LENGTH, hex)] = '\0';
 	return hex;
+}
+
+/*
+ * PlacementKeySlot returns the slot of a key (in the server encoding) among
+ * 'slots': fnv1a32 of its UTF-8 form, as collegedb.slot_of computes it.
+ */
+int32
+PlacementKeySlot(const char *key, int key_len, int32 slots)
+{
+	char	   *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
+	int32		slot;
+
+	if (utf8 == key)
+		return PlacementSlot(key, key_len, slots);
+	slot = PlacementSlot(utf8, strlen(utf8), slots);
+	pfree(utf8);
+	return slot;
 }
 
 /*

@@ -16,6 +16,7 @@
 extern CdSlotMap *PlacementDefaultSlotMap(int32 slots, const char *const *shards, int n);
 extern void PlacementNormalizeSlotMap(CdSlotMap *map);
 extern char *PlacementSlotMapDigest(const CdSlotMap *map);
+extern int32 PlacementKeySlot(const char *key, int key_len, int32 slots);
 extern const char *PlacementSlotShard(const CdSlotMap *map, int32 slot);
 extern CdSlotMap *PlacementSlotMapWith(const CdSlotMap *map, int32 slot, const char *shard);
 extern bool PlacementSlotMapsEqual(const CdSlotMap *a, const CdSlotMap *b);

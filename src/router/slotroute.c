@@ -28,7 +28,6 @@
  */
 #include "postgres.h"
 
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/inval.h"
@@ -36,7 +35,6 @@
 #include "catalog/config.h"
 #include "catalog/slotmaps.h"
 #include "cd_errcodes.h"
-#include "placement/hash.h"
 #include "placement/slots.h"
 #include "router/router.h"
 
@@ -47,16 +45,13 @@
 int32
 RouterSlotOf(const char *key, int key_len, const CdSlotMap **map)
 {
-	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
-	size_t		utf8_len = utf8 == key ? key_len : strlen(utf8);
-
 	*map = SlotMapCurrent();
 	if (*map == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
 				 errmsg("the slots strategy has no installed slot map"),
 				 errhint("Install one with collegedb.initialize_shard_map().")));
-	return PlacementSlot(utf8, utf8_len, (*map)->slots);
+	return PlacementKeySlot(key, key_len, (*map)->slots);
 }
 
 /*
@@ -125,10 +120,18 @@ RouterSlotRoute(const char *key, int key_len, bool for_write)
 	{
 		LOCKTAG		tag;
 
-		/* then a move recorded before the lock is seen (the file header) */
+		/*
+		 * Then a move recorded before the lock is seen (the file header),
+		 * and the map it may have installed since: the slot count never
+		 * changes, so the slot stays.  A lock held already was taken by an
+		 * earlier write of this transaction, which the move waits for.
+		 */
 		slot_locktag(&tag, slot);
-		(void) LockAcquire(&tag, ShareLock, false, false);
-		AcceptInvalidationMessages();
+		if (LockAcquire(&tag, ShareLock, false, false) != LOCKACQUIRE_ALREADY_HELD)
+		{
+			AcceptInvalidationMessages();
+			map = SlotMapCurrent();
+		}
 	}
 	move = SlotMoveFind(slot);
 	route.source = CD_ROUTE_SLOT;

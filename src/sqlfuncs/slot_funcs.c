@@ -14,7 +14,6 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -23,7 +22,6 @@
 #include "catalog/slotmaps.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
-#include "placement/hash.h"
 #include "placement/slots.h"
 #include "remote/fanout.h"
 #include "sqlfuncs/sqlfuncs.h"
@@ -206,16 +204,12 @@ verify_row(CdRowSink *self, int ncols, const CdCell *cells)
 {
 	VerifySink *sink = (VerifySink *) self;
 	VerifyState *state = sink->state;
-	const char *utf8;
-	size_t		utf8_len;
 	int32		slot;
 	const char *expected;
 
 	if (cells[0].isnull || cells[0].kind == CD_VALUE_NULL)
 		return;
-	utf8 = pg_server_to_any(cells[0].data, cells[0].len, PG_UTF8);
-	utf8_len = utf8 == cells[0].data ? cells[0].len : strlen(utf8);
-	slot = PlacementSlot(utf8, utf8_len, state->map->slots);
+	slot = PlacementKeySlot(cells[0].data, cells[0].len, state->map->slots);
 	state->checked++;
 	if (!(state->seen[slot / 8] & (1 << (slot % 8))))
 	{

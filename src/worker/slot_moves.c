@@ -44,7 +44,6 @@
  */
 #include "postgres.h"
 
-#include "mb/pg_wchar.h"
 #include "utils/memutils.h"
 
 #include "catalog/journal.h"
@@ -52,7 +51,6 @@
 #include "catalog/slotmaps.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
-#include "placement/hash.h"
 #include "placement/slots.h"
 #include "remote/remote.h"
 #include "router/router.h"
@@ -164,14 +162,10 @@ static void
 slot_key_row(CdRowSink *self, int ncols, const CdCell *cells)
 {
 	SlotKeySink *sink = (SlotKeySink *) self;
-	const char *utf8;
-	size_t		utf8_len;
 
 	if (cells[0].isnull || cells[0].kind == CD_VALUE_NULL)
 		return;
-	utf8 = pg_server_to_any(cells[0].data, cells[0].len, PG_UTF8);
-	utf8_len = utf8 == cells[0].data ? cells[0].len : strlen(utf8);
-	if (PlacementSlot(utf8, utf8_len, sink->slots) == sink->slot)
+	if (PlacementKeySlot(cells[0].data, cells[0].len, sink->slots) == sink->slot)
 	{
 		MemoryContext old = MemoryContextSwitchTo(sink->context);
 
