@@ -106,7 +106,7 @@ shard_call(void *arg)
 	conn->in_flight = true;
 	conn->in_flight_level = GetCurrentTransactionNestLevel();
 	call->ok = conn->adapter->exec(conn->handle, 0, NULL, sql, call->nparams, call->params,
-								   CD_EXEC_INTERNAL,
+								   CD_EXEC_INTERNAL | (IsBackgroundWorker ? CD_EXEC_CLEANUP : 0),
 								   call->sink ? &call->sink->base : NULL, &rows, &call->err);
 	conn->in_flight = false;
 	if (!call->ok && call->err.connection_lost)
@@ -330,6 +330,14 @@ RecoveryRun(bool act)
 	TimestampTz start;
 	ListCell   *lc;
 
+	/*
+	 * A decision is read with a new snapshot, after the front transaction
+	 * was seen over: a transaction snapshot could miss its record.
+	 */
+	if (act && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("prepared transactions can be recovered only in a READ COMMITTED transaction")));
 	if (act)
 	{
 		LOCKTAG		tag;

@@ -207,6 +207,14 @@ prepare(CdConnection *conn, FullTransactionId fxid)
 }
 
 /*
+ * Whether this transaction's last participant committed: its marker is
+ * then the decision, so an abort of the front after that (a failure of
+ * another pre-commit step) commits the prepared shards instead of rolling
+ * them back.
+ */
+static bool last_committed = false;
+
+/*
  * commit_last commits the last participant with the marker of front
  * transaction 'xact' in its transaction; raises on failure.
  */
@@ -344,6 +352,7 @@ pre_commit(CdConnection **parts, int n)
 	if (last)
 	{
 		commit_last(last, xact);
+		last_committed = true;
 		pause_for_tests("last_committed");
 	}
 }
@@ -418,6 +427,13 @@ xact_callback(XactEvent event, void *arg)
 
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_ABORT:
+			if (last_committed)
+			{
+				parts = ConnectionParticipants(&n);
+				if (n > 0)
+					at_commit(parts, n);
+				last_committed = false;
+			}
 			ConnectionAtEnd(true);
 			break;
 
@@ -427,6 +443,7 @@ xact_callback(XactEvent event, void *arg)
 			parts = ConnectionParticipants(&n);
 			if (n > 0)
 				at_commit(parts, n);
+			last_committed = false;
 			ConnectionAtEnd(false);
 			break;
 	}

@@ -275,6 +275,8 @@ collegedb_coordinator_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
 	pgstat_report_appname("collegedb coordinator");
 	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
+	/* recovery reads decisions with a snapshot per statement */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 
 	loop_context = AllocSetContextCreate(TopMemoryContext, "collegedb coordinator loop",
 										 ALLOCSET_DEFAULT_SIZES);
