@@ -348,7 +348,7 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 			continue;
 		}
 
-		/* in a pipeline, single-row mode is set when the statement's turn comes */
+		/* else at the statement's turn, if it has no rows parsed yet */
 		if (last && handle->pipeline && !handle->single_row)
 			handle->single_row = PQsetSingleRowMode(conn);
 
@@ -363,6 +363,13 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 			handle->current++;
 			if (handle->current == handle->queries && !handle->pipeline)
 				break;
+
+			/*
+			 * The statement's turn: single-row mode now, before anything
+			 * parses its first rows into one result.
+			 */
+			if (handle->pipeline && handle->current == handle->queries - 1)
+				handle->single_row = PQsetSingleRowMode(conn);
 			continue;
 		}
 

@@ -308,18 +308,16 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 						NULL, NULL);
 		return false;
 	}
-	for (int i = 0; i < nbound; i++)
-	{
-		rc = SqliteBindParam(stmt, i + 1, &params[i]);
-		if (rc != SQLITE_OK)
-			return SqliteFail(conn, rc, stmt, err);
-	}
-
 	total_before = sqlite3_total_changes64(conn->db);
 
+	/* binding may raise too (a value SQLite cannot take) */
 	PG_TRY();
 	{
-		rc = sqlite_step_all(stmt, sink, &nrows);
+		rc = SQLITE_OK;
+		for (int i = 0; rc == SQLITE_OK && i < nbound; i++)
+			rc = SqliteBindParam(stmt, i + 1, &params[i]);
+		if (rc == SQLITE_OK)
+			rc = sqlite_step_all(stmt, sink, &nrows);
 	}
 	PG_CATCH();
 	{
