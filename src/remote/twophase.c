@@ -52,6 +52,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "catalog/decisions.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -320,11 +321,17 @@ pre_commit(CdConnection **parts, int n)
 		if (parts[i]->doomed || parts[i]->handle == NULL)
 			ConnectionCommitOnePhase(parts[i]); /* raises: it was lost */
 	if (RecoveryInProgress())
+	{
+		char	   *primary = CatalogPrimaryName();
+
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot commit a transaction that wrote on several shards on a hot standby"),
 				 errdetail("Two-phase commit records its decision in the front database, which is read-only here."),
-				 errhint("Write on one shard per transaction here, or SET collegedb.commit_protocol = 'sequential'.")));
+				 primary ?
+				 errhint("Write on one shard per transaction here, SET collegedb.commit_protocol = 'sequential', or run the transaction on the primary (%s).", primary) :
+				 errhint("Write on one shard per transaction here, SET collegedb.commit_protocol = 'sequential', or run the transaction on the primary.")));
+	}
 	last = ensure_one_last(parts, n);
 
 	for (int i = 0; i < n; i++)
