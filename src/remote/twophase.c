@@ -48,6 +48,7 @@
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "replication/syncrep.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -344,12 +345,16 @@ pre_commit(CdConnection **parts, int n)
 	 * shard holds a prepared transaction named after it.  Otherwise a crash
 	 * before the front wrote anything could hand the same xid (and so the
 	 * same global transaction ids) to a new transaction after recovery,
-	 * which would then look like the crashed one still running.
+	 * which would then look like the crashed one still running.  With
+	 * synchronous replication the record also waits for the synchronous
+	 * standbys, as PREPARE TRANSACTION does: a standby promoted after the
+	 * front died then knows the xid too.
 	 */
 	fxid = GetTopFullTransactionId();
 	TwoPhaseXactName(fxid, xact);
 	DecisionRecord(xact);
 	XLogFlush(XactLastRecEnd);
+	SyncRepWaitForLSN(XactLastRecEnd, false);
 
 	for (int i = 0; i < n; i++)
 		if (parts[i]->wrote && parts[i] != last)

@@ -1,17 +1,21 @@
 # 155_failover: a standby front promoted after the primary died loses nothing.
 #
 # A primary front streams to a hot standby; two PostgreSQL shards hold 100 keys.
-#  - A move started on the primary waits after its step 'copied' (the key's rows are
-#    on both shards); the primary is killed with SIGKILL (postmaster and every
+#  - A move started on the primary waits after its step 'copied'; the standby has
+#    replayed the journal, the primary is killed with SIGKILL (postmaster and every
 #    process), the standby is promoted: its coordinator takes the move over (the
 #    holder recorded in the journal ran on the old primary), the move completes, and
-#    every key is readable exactly once (100 rows for 100 keys, not 101).
-#  - A multi-shard transaction on the new primary waits between PREPARE and COMMIT
-#    PREPARED ('decided': its decision is committed and replicated); that front is
-#    killed the same way and its own standby promoted: the promoted front commits the
-#    prepared transactions from the replicated decision, the sums agree and no
-#    prepared transaction is left on any shard.  One killed before its decision
-#    ('prepared') is rolled back by the promoted front instead.
+#    every key is readable exactly once (100 rows for 100 keys).
+#  - The same inside the source step, once the target committed its copy (the key's
+#    row is on both shards: 101 rows until the move resumes), and after
+#    'source_done'.  Each case runs on the front the case before promoted.
+#  - Under synchronous replication (synchronous_standby_names = '*', and no waiting
+#    for the standby to catch up) a multi-shard transaction waits between PREPARE and
+#    COMMIT PREPARED ('decided': its decision committed); the front is killed the same
+#    way and its standby promoted: the promoted front commits the prepared
+#    transactions from the replicated decision, the sums agree and no prepared
+#    transaction is left on any shard.  One killed before its decision ('prepared')
+#    is rolled back by the promoted front instead.
 use strict;
 use warnings;
 
@@ -148,6 +152,11 @@ for my $case (['decided', 'committed'], ['prepared', 'rolled back'])
 {
 	my ($step, $outcome) = @$case;
 	my $next = make_standby($front, "standby_$step");
+	# synchronous replication: what the front flushed is on the standby too
+	$front->safe_psql('postgres',
+		"ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()");
+	ok(poll_until($front, q{SELECT sync_state FROM pg_stat_replication}, 'sync', 30),
+		"$step: the standby is synchronous");
 	my $before = $front->safe_psql('postgres', $sum_sql);
 	my $off = -s $front->logfile;
 	# k1 is on b, k6 on a: 10 moves from one to the other
@@ -160,7 +169,6 @@ for my $case (['decided', 'committed'], ['prepared', 'rolled back'])
 	ok(wait_for_log_match($front, qr/commit paused at \Q$step\E/, $off, 60),
 		"the commit waits at $step");
 	is(prepared_left(), '1/1', "$step: both shards hold a prepared transaction");
-	$front->wait_for_catchup($next);
 	kill_front($front);
 	psql_finish($h, 30);
 	$next->promote;
