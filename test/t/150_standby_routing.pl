@@ -199,6 +199,9 @@ my @refused = (
 	[ 'initialize_shard_map', q{SELECT collegedb.initialize_shard_map(16)} ],
 	[ 'move_slot', q{SELECT collegedb.move_slot(1, 'a')} ],
 	[ 'topology_update', q{SELECT collegedb.topology_update('g', '{"members": ["a"]}')} ],
+	[ 'topology_delete', q{SELECT collegedb.topology_delete('g')} ],
+	[ 'topology_define_channel', q{SELECT collegedb.topology_define_channel('limits')} ],
+	[ 'cancel_job', q{SELECT collegedb.cancel_job(1)} ],
 	[ 'recover_prepared_transactions', q{SELECT * FROM collegedb.recover_prepared_transactions()} ],
 	[ 'two-phase commit', q{BEGIN;
 		SELECT collegedb.run('k1', 'UPDATE items SET v = v + 1 WHERE id = $1', 'k1');
@@ -222,6 +225,10 @@ is($standby->safe_psql('postgres', q{SELECT collegedb.shard_for_key('fresh1', tr
 	'shard_for_key of a new key, which saves nothing, answers on the standby');
 $r = psql_outcome($standby, q{SELECT * FROM collegedb.rebalance('items', dry_run => true)});
 is($r->{rc}, 0, 'a dry-run rebalance runs on the standby') or diag $r->{stderr};
+
+# advisory locks (the slot lock the slots strategy takes) work during recovery
+is($standby->safe_psql('postgres', q{SELECT pg_advisory_xact_lock(1), pg_try_advisory_lock_shared(2)}),
+	'|t', 'advisory locks are granted on the standby');
 
 # --- the slots strategy: existing unmapped keys are written, new ones refused ------
 
