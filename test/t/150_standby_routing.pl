@@ -13,6 +13,8 @@
 #    (add_shard leaves its server's database untouched); a write through a sharded
 #    foreign table is refused too (PostgreSQL runs a standby's transactions
 #    read-only, foreign tables included), with a hint to use collegedb.run();
+#  - a shard made read-only, a new strategy and a slot map installed on the primary
+#    reach the same warm standby backend;
 #  - under the slots strategy an existing unmapped key is written from the standby,
 #    a new one is refused;
 #  - a SQLite shard whose file is missing on the standby's host is a clear error
@@ -59,11 +61,7 @@ $primary->safe_psql(
 	  FROM generate_series(1, 1000) AS i;
 });
 
-$primary->backup('b1');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b1', has_streaming => 1);
-$standby->start;
-$primary->wait_for_catchup($standby);
+my $standby = standby_of($primary, 'standby');
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
 
 # What the front reads: every key through first, all_json and its lookup key, the
@@ -230,6 +228,19 @@ is($r->{rc}, 0, 'a dry-run rebalance runs on the standby') or diag $r->{stderr};
 is($standby->safe_psql('postgres', q{SELECT pg_advisory_xact_lock(1), pg_try_advisory_lock_shared(2)}),
 	'|t', 'advisory locks are granted on the standby');
 
+# --- shard state, settings and slot maps reach a warm standby backend -------------
+
+my $pick = bg_query($warm, q{SELECT collegedb.shard_for_key('zz', true)})->{stdout};
+is(bg_query($warm, q{SELECT source FROM collegedb.route('s1')})->{stdout}, 'strategy',
+	'the warm backend routes an unmapped key by the hash strategy');
+$primary->safe_psql('postgres', qq{SELECT collegedb.set_shard_state('$pick', writable => false)});
+$primary->wait_for_catchup($standby);
+my $repick = bg_query($warm, q{SELECT collegedb.shard_for_key('zz', true)})->{stdout};
+is($repick, $primary->safe_psql('postgres', q{SELECT collegedb.shard_for_key('zz', true)}),
+	'after replay it places a new key as the primary does');
+isnt($repick, $pick, 'not on the shard the primary made read-only');
+$primary->safe_psql('postgres', qq{SELECT collegedb.set_shard_state('$pick', writable => true)});
+
 # --- the slots strategy: existing unmapped keys are written, new ones refused ------
 
 $primary->safe_psql('postgres', q{
@@ -238,6 +249,9 @@ $primary->safe_psql('postgres', q{
 	SELECT sum(collegedb.run('s' || i, 'INSERT INTO items VALUES ($1, 0)', 's' || i))
 	  FROM generate_series(1, 20) AS i;});
 $primary->wait_for_catchup($standby);
+is(bg_query($warm, q{SELECT shard || '/' || source FROM collegedb.route('s1')})->{stdout},
+	$primary->safe_psql('postgres', q{SELECT shard || '/' || source FROM collegedb.route('s1')}),
+	'the warm backend follows the new strategy and slot map to the same shard');
 # one statement per key: each commits on its own shard
 $r = psql_outcome($standby,
 	join("\n", map { "SELECT collegedb.run('s$_', 'UPDATE items SET v = 1 WHERE id = \$1', 's$_');" } 1 .. 20));

@@ -50,18 +50,6 @@ $primary->safe_psql(
 	  FROM generate_series(1, 100) AS i;
 });
 
-# A standby of $node, streaming, started and caught up.
-sub make_standby
-{
-	my ($node, $name) = @_;
-	$node->backup("${name}_backup");
-	my $standby = PostgreSQL::Test::Cluster->new($name);
-	$standby->init_from_backup($node, "${name}_backup", has_streaming => 1);
-	$standby->start;
-	$node->wait_for_catchup($standby);
-	return $standby;
-}
-
 # Kills every process of a front with SIGKILL, the postmaster first, and waits
 # until none is left (the children notice the postmaster's death).
 sub kill_front
@@ -121,7 +109,7 @@ for my $case (@move_cases)
 {
 	my ($guc, $value, $logged, $during, $k, $from, $to) = @$case;
 	my $label = "$value ($k $from -> $to)";
-	my $next = make_standby($front, "standby_$value");
+	my $next = standby_of($front, "standby_$value");
 	is(census($next), '100 rows, 100 reads', "$label: the standby reads every key once");
 
 	$front->safe_psql('postgres', "ALTER SYSTEM SET collegedb.$guc = '$value'; SELECT pg_reload_conf()");
@@ -151,7 +139,7 @@ my $sum_sql = q{SELECT sum((value->>'v')::int) FROM collegedb.fanout('SELECT sum
 for my $case (['decided', 'committed'], ['prepared', 'rolled back'])
 {
 	my ($step, $outcome) = @$case;
-	my $next = make_standby($front, "standby_$step");
+	my $next = standby_of($front, "standby_$step");
 	# synchronous replication: what the front flushed is on the standby too
 	$front->safe_psql('postgres',
 		"ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()");
