@@ -126,6 +126,9 @@ for my $case (@move_cases)
 	$next->promote;
 	ok(poll_until($next, "SELECT step FROM collegedb.moves WHERE id = $id", 'done', 60),
 		"$label: the promoted standby completes the move");
+	ok( poll_until($next, q{SELECT count(*) FROM collegedb.jobs WHERE state IN ('queued', 'running')},
+			'0', 60),
+		"$label: the move's job, interrupted with the primary, is not left queued or running");
 	is(census($next), '100 rows, 100 reads', "$label: after failover every key reads exactly once");
 	is(rows_of($k), $to eq 'b' ? '0/1' : '1/0', "$label: the key's row is on its target only");
 	is($next->safe_psql('postgres', qq{SELECT shard FROM collegedb.route('$k')}),
