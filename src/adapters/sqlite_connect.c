@@ -9,6 +9,10 @@
  * tell SQLite to give up; the error is raised by the caller once every
  * SQLite resource is released, never from inside an SQLite callback.
  *
+ * A file that does not exist is created, except on a hot standby of the
+ * front: there a missing file means the standby runs on another host than
+ * the primary's file, and an empty one would hide the shard's keys.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

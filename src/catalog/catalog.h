@@ -36,13 +36,13 @@ extern void CatalogOnFirstUse(void (*hook) (void));
 extern Oid	CatalogRelid(CdCatalogRel rel);
 extern bool CatalogRelidIs(CdCatalogRel rel, Oid relid);
 extern Snapshot CatalogReadSnapshot(void);
+extern void CatalogReleaseSnapshot(Snapshot snapshot);
 
 /* standby.c: the catalog is read-only on a hot standby */
 extern void CatalogStandbyInit(void);
 extern void CatalogEnsureWritable(const char *action);
 extern char *CatalogPrimaryName(void);
 extern int	CatalogStandbyHint(void);
-extern void CatalogReleaseSnapshot(Snapshot snapshot);
 
 /*
  * What CatalogAccessBegin saved: the caller's user and security context

@@ -21,7 +21,8 @@
  * The primary is named by the host and port of primary_conninfo (never
  * anything else of it: it may hold a password).
  *
- * This file does not decide what may run on a standby: its callers do.
+ * Which functions need the primary before they reach a shard is for their
+ * callers to say (CatalogEnsureWritable); this file knows only the tables.
  *
  *-------------------------------------------------------------------------
  */
