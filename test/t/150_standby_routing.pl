@@ -17,6 +17,8 @@
 #    reach the same warm standby backend;
 #  - under the slots strategy an existing unmapped key is written from the standby,
 #    a new one is refused;
+#  - the hint reads host and port from a URI or keyword primary_conninfo, and never
+#    shows the rest of it;
 #  - a SQLite shard whose file is missing on the standby's host is a clear error
 #    naming the path, and the file is not created.
 use strict;
@@ -288,5 +290,21 @@ ok(!-e $sqlite, 'the standby did not create the file');
 rename "$sqlite.away", $sqlite or die "rename: $!";
 
 $warm->quit;
+
+# The hint reads host and port from primary_conninfo in both of its forms, and
+# nothing else of it (replication stops here: this is the end of the test).
+for my $case ([ q{postgresql://rep:secret@[::1]:5999/postgres?sslmode=disable}, 'host "::1", port 5999' ],
+	[ q{user=rep password='se cret' host='/tmp/a b' port = 6001}, 'host "/tmp/a b", port 6001' ],
+	[ q{port=6002}, undef ])
+{
+	my ($conninfo, $named) = @$case;
+	$standby->safe_psql('postgres',
+		'ALTER SYSTEM SET primary_conninfo = ' . sql_literal($conninfo) . '; SELECT pg_reload_conf()');
+	ok(poll_until($standby, 'SHOW primary_conninfo', $conninfo, 30), "primary_conninfo is $conninfo");
+	$r = psql_outcome($standby, q{SELECT collegedb.set_mapping('k1', 'a')});
+	like($r->{stderr}, defined $named ? qr/HINT:  Run it on the primary \(\Q$named\E\)\./ : qr/HINT:  Run it on the primary\./,
+		'the hint names ' . ($named // 'no host'));
+	unlike($r->{stderr}, qr/secret|se cret|rep\b/, 'and nothing else of the connection string');
+}
 note sprintf('150_standby_routing took %.1f s', time - $t_start);
 done_testing();
