@@ -47,6 +47,7 @@ OBJS = \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/slotmaps.o \
+	src/catalog/standby.o \
 	src/catalog/tables.o \
 	src/catalog/topology.o \
 	src/catalog/decisions.o \

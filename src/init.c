@@ -38,6 +38,7 @@ _PG_init(void)
 	ConnectionInit();
 	TwoPhaseInit();
 	CatalogInit();
+	CatalogStandbyInit();
 	ShardCatalogInit();
 	ConfigInit();
 	EpochInit();

@@ -9,6 +9,10 @@
  * tell SQLite to give up; the error is raised by the caller once every
  * SQLite resource is released, never from inside an SQLite callback.
  *
+ * A file that does not exist is created, except on a hot standby of the
+ * front: there a missing file means the standby runs on another host than
+ * the primary's file, and an empty one would hide the shard's keys.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -18,6 +22,7 @@
 
 #include <sqlite3.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
@@ -166,6 +171,23 @@ sqlite_missing_directory(const char *path)
 	if (!S_ISDIR(st.st_mode))
 		return psprintf("\"%s\" is not a directory.", dir);
 	return NULL;
+}
+
+/*
+ * sqlite_missing_on_standby returns a detail when the front is a hot
+ * standby and the shard's file is not there: a standby on another host
+ * than the primary has no copy of the primary's SQLite files, and creating
+ * an empty one would make every key of the shard read as absent.  NULL
+ * otherwise (the file is opened, for reads and writes, as on the primary).
+ */
+static char *
+sqlite_missing_on_standby(const char *path)
+{
+	struct stat st;
+
+	if (!RecoveryInProgress() || stat(path, &st) == 0 || errno != ENOENT)
+		return NULL;
+	return pstrdup("The front is a hot standby and the file does not exist on this host: a standby uses a SQLite shard only where it sees the primary's file at the same path, and never creates it.");
 }
 
 /*
@@ -318,6 +340,12 @@ SqliteConnect(const CdConnInfo *info, CdRemoteError *err)
 		return NULL;
 	}
 
+	if ((detail = sqlite_missing_on_standby(database)) != NULL)
+	{
+		sqlite_connect_error(NULL, database, SQLITE_CANTOPEN, detail, err);
+		return NULL;
+	}
+
 	conn = (SqliteConn *) malloc(sizeof(SqliteConn));
 	if (conn == NULL)
 		ereport(ERROR,
@@ -327,8 +355,8 @@ SqliteConnect(const CdConnInfo *info, CdRemoteError *err)
 	conn->busy_timeout = busy_timeout;
 
 	rc = sqlite3_open_v2(database, &conn->db,
-						 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-						 SQLITE_OPEN_NOMUTEX, NULL);
+						 SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+						 (RecoveryInProgress() ? 0 : SQLITE_OPEN_CREATE), NULL);
 	if (rc != SQLITE_OK)
 	{
 		sqlite_connect_error(conn, database, rc, NULL, err);

@@ -38,6 +38,12 @@ extern bool CatalogRelidIs(CdCatalogRel rel, Oid relid);
 extern Snapshot CatalogReadSnapshot(void);
 extern void CatalogReleaseSnapshot(Snapshot snapshot);
 
+/* standby.c: the catalog is read-only on a hot standby */
+extern void CatalogStandbyInit(void);
+extern void CatalogEnsureWritable(const char *action);
+extern char *CatalogPrimaryName(void);
+extern int	CatalogStandbyHint(void);
+
 /*
  * What CatalogAccessBegin saved: the caller's user and security context
  * and the GUC nest level of the search_path it set.

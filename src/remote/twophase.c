@@ -48,10 +48,12 @@
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "replication/syncrep.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "catalog/decisions.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -320,11 +322,17 @@ pre_commit(CdConnection **parts, int n)
 		if (parts[i]->doomed || parts[i]->handle == NULL)
 			ConnectionCommitOnePhase(parts[i]); /* raises: it was lost */
 	if (RecoveryInProgress())
+	{
+		char	   *primary = CatalogPrimaryName();
+
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot commit a transaction that wrote on several shards on a hot standby"),
 				 errdetail("Two-phase commit records its decision in the front database, which is read-only here."),
-				 errhint("Write on one shard per transaction here, or SET collegedb.commit_protocol = 'sequential'.")));
+				 primary ?
+				 errhint("Write on one shard per transaction here, SET collegedb.commit_protocol = 'sequential', or run the transaction on the primary (%s).", primary) :
+				 errhint("Write on one shard per transaction here, SET collegedb.commit_protocol = 'sequential', or run the transaction on the primary.")));
+	}
 	last = ensure_one_last(parts, n);
 
 	for (int i = 0; i < n; i++)
@@ -337,12 +345,16 @@ pre_commit(CdConnection **parts, int n)
 	 * shard holds a prepared transaction named after it.  Otherwise a crash
 	 * before the front wrote anything could hand the same xid (and so the
 	 * same global transaction ids) to a new transaction after recovery,
-	 * which would then look like the crashed one still running.
+	 * which would then look like the crashed one still running.  With
+	 * synchronous replication the record also waits for the synchronous
+	 * standbys, as PREPARE TRANSACTION does: a standby promoted after the
+	 * front died then knows the xid too.
 	 */
 	fxid = GetTopFullTransactionId();
 	TwoPhaseXactName(fxid, xact);
 	DecisionRecord(xact);
 	XLogFlush(XactLastRecEnd);
+	SyncRepWaitForLSN(XactLastRecEnd, false);
 
 	for (int i = 0; i < n; i++)
 		if (parts[i]->wrote && parts[i] != last)

@@ -25,6 +25,9 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+
+#include "catalog/catalog.h"
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
@@ -105,6 +108,23 @@ write_following(const CdShard *shard, const char *key, int key_len, const char *
 }
 
 /*
+ * refuse_new_slot_key refuses, on a hot standby, the write of a key that
+ * none of its slot's shards holds yet.  A slot's move on the primary waits
+ * for the writers that hold the slot's lock there, never for a standby's:
+ * a new key written here could land on a shard the slot has just left,
+ * where no read would find it again.
+ */
+static void
+refuse_new_slot_key(int32 slot)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+			 errmsg("cannot write a new key of slot %d on a hot standby", slot),
+			 errdetail("The key is on none of its slot's shards, and a move of the slot on the primary does not wait for this standby's writers."),
+			 CatalogStandbyHint()));
+}
+
+/*
  * RouterExecuteDialects routes a statement by key and runs it, streaming
  * rows to 'sink'; returns the rows affected (or returned).  'sql' holds
  * the statement's text for each dialect (indexed by CdDialect), since the
@@ -145,11 +165,12 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 				 errdetail("Under computed placement writes need an eligible shard: every shard is draining, retired, not writable or refused by the eligibility predicate."),
 				 errhint("Make a shard writable and active with collegedb.set_shard_state().")));
 
-	if (route.ncandidates == 1)
+	if (route.ncandidates == 1 && !(route.source == CD_ROUTE_SLOT && RecoveryInProgress()))
 		return write_following(route.shard, key, key_len, sql, nparams, params, sink);
 
 	/*
-	 * A write with several candidates (computed, or a slot that moves):
+	 * A write with several candidates (computed, or a slot that moves; on
+	 * a hot standby any slot's, see refuse_new_slot_key):
 	 * where does the key live?  The probe only chooses the shard to try: the
 	 * write itself is guarded there like any other (the key's lock and
 	 * tombstone), and follows the key when it has moved on.  A key found
@@ -158,6 +179,9 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 	 * slot's route leads to both shards until the move installs the map).
 	 */
 	target = RouterProbeKey(key, key_len, route.candidates, route.ncandidates);
+	if (target < 0 && route.source == CD_ROUTE_SLOT && RecoveryInProgress() &&
+		AnyRegisteredTable())
+		refuse_new_slot_key(route.slot);
 	if (target < 0)
 		target = 0;
 	if (target > 0 && route.source == CD_ROUTE_COMPUTED)

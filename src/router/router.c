@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "common/cryptohash.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -369,7 +370,14 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 		return route;
 	}
 
-	save = save && (for_write || config->allocate_on_read);
+	/*
+	 * A hot standby cannot save a mapping: a read there routes by the
+	 * strategy and saves nothing, and a write, which must save what it
+	 * allocates, is refused before anything reaches a shard.
+	 */
+	save = save && (for_write || (config->allocate_on_read && !RecoveryInProgress()));
+	if (save)
+		CatalogEnsureWritable("place a new key");
 	route = single_route(RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
 										key, key_len, save),
 						 CD_ROUTE_STRATEGY);
@@ -389,7 +397,8 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 /*
  * RouterRecordException saves, under computed placement, that a key lives
  * on 'shard' rather than where the newest epoch puts it, so that the next
- * statement goes straight there.
+ * statement goes straight there.  A hot standby records nothing: the
+ * exception is only a shortcut, and its next statement probes again.
  */
 void
 RouterRecordException(const char *key, int key_len, const CdShard *shard)
@@ -397,6 +406,8 @@ RouterRecordException(const char *key, int key_len, const CdShard *shard)
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	char		owner[NAMEDATALEN];
 
+	if (RecoveryInProgress())
+		return;
 	digest_key(key, key_len, digest);
 	MappingInsert(stored_form(key, key_len, digest), shard->name, owner);
 	saved_in_xact = true;

@@ -25,6 +25,7 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 
+#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
@@ -66,6 +67,7 @@ collegedb_configure(PG_FUNCTION_ARGS)
 	Datum		values[CONFIGURE_NARGS + 1];
 	char		nulls[CONFIGURE_NARGS + 2];
 
+	CatalogEnsureWritable("change settings");
 	if (!PG_ARGISNULL(CONFIGURE_ARG_ELIGIBLE))
 	{
 		Oid			predicate = PG_GETARG_OID(CONFIGURE_ARG_ELIGIBLE);

@@ -184,6 +184,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	const CdShard *from;
 	const CdShard *to;
 
+	CatalogEnsureWritable("move a key");
 	/* the job checks again; here the errors keep their own codes */
 	key = record_key(key);
 	ensure_not_moving(key);
@@ -218,6 +219,8 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
+	if (!dry_run)
+		CatalogEnsureWritable("rebalance");
 	ensure_concurrency(fcinfo, 2);
 	InitMaterializedSRF(fcinfo, 0);
 	if (dry_run)
@@ -297,10 +300,12 @@ Datum
 collegedb_move_slot(PG_FUNCTION_ARGS)
 {
 	char	   *target;
-	int32		slot = slot_arg(fcinfo, &target);
+	int32		slot;
 	Jsonb	   *result;
 	int64		id;
 
+	CatalogEnsureWritable("move a slot");
+	slot = slot_arg(fcinfo, &target);
 	id = JobLaunchAndWait('s', NULL, NULL, target, false, 0, slot);
 	ensure_job_succeeded(id, 's', false, &result);
 	PG_RETURN_JSONB_P(result);
@@ -317,6 +322,7 @@ collegedb_schedule_move_slot(PG_FUNCTION_ARGS)
 	int32		slot;
 	int64		id;
 
+	CatalogEnsureWritable("schedule a slot move");
 	ensure_coordinator("collegedb.schedule_move_slot()", "collegedb.move_slot()");
 	slot = slot_arg(fcinfo, &target);
 	id = JournalInsertJob("move_slot", NULL, NULL, NULL, target, false, 0, GetUserId(), false);
@@ -333,6 +339,7 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 {
 	char	   *table_name = ArgText(fcinfo, 0, "table name");
 
+	CatalogEnsureWritable("schedule a rebalance");
 	ensure_coordinator("collegedb.schedule_rebalance()", "collegedb.rebalance()");
 	ensure_concurrency(fcinfo, 1);
 	(void) RebalancePlan(table_name);

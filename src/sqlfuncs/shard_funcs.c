@@ -23,6 +23,7 @@
 #include "utils/float.h"
 #include "utils/jsonb.h"
 
+#include "catalog/catalog.h"
 #include "catalog/config.h"
 #include "catalog/epochs.h"
 #include "catalog/mappings.h"
@@ -133,6 +134,7 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	bool		is_shard;
 	CdShard		shard;
 
+	CatalogEnsureWritable("add a shard");
 	if (server == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -190,6 +192,7 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 	char	   *name = ArgText(fcinfo, 0, "shard name");
 	bool		force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 
+	CatalogEnsureWritable("drop a shard");
 	if (ShardLookupOptional(name) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
@@ -247,6 +250,7 @@ collegedb_set_shard_state(PG_FUNCTION_ARGS)
 	CdShardChange change;
 	CdDrain		drain;
 
+	CatalogEnsureWritable("change a shard's state");
 	if (ShardLookupOptional(name) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
@@ -290,12 +294,16 @@ collegedb_publish_eligibility(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	List	   *eligible;
 	bool		published;
-	int			epoch = RouterPublishEligibility(&eligible, &published);
-	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(eligible), 1));
+	int			epoch;
+	Datum	   *elems;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 	int			n = 0;
 	ListCell   *lc;
+
+	CatalogEnsureWritable("publish eligibility");
+	epoch = RouterPublishEligibility(&eligible, &published);
+	elems = palloc(sizeof(Datum) * Max(list_length(eligible), 1));
 
 	InitMaterializedSRF(fcinfo, 0);
 	foreach(lc, eligible)

@@ -18,6 +18,7 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 
+#include "catalog/catalog.h"
 #include "catalog/shards.h"
 #include "catalog/slotmaps.h"
 #include "catalog/tables.h"
@@ -99,6 +100,7 @@ collegedb_initialize_shard_map(PG_FUNCTION_ARGS)
 	CdSlotMap  *map;
 	CdSlotMap  *installed;
 
+	CatalogEnsureWritable("install a slot map");
 	if (PG_ARGISNULL(1))
 		map = default_map(slots);
 	else

@@ -28,6 +28,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "catalog/catalog.h"
 #include "catalog/shards.h"
 #include "catalog/topology.h"
 #include "cd_errcodes.h"
@@ -61,11 +62,13 @@ arg_text_or_null(FunctionCallInfo fcinfo, int n)
 Datum
 collegedb_topology_update(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *result = TopologyApply(arg_text_or_null(fcinfo, 0),
-									   PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1),
-									   PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
-									   GetUserId());
+	Jsonb	   *result;
 
+	CatalogEnsureWritable("update a topology group");
+	result = TopologyApply(arg_text_or_null(fcinfo, 0),
+						   PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1),
+						   PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
+						   GetUserId());
 	OutboxWakeAtCommit();
 	if (result == NULL)
 		PG_RETURN_NULL();
@@ -80,8 +83,10 @@ collegedb_topology_update(PG_FUNCTION_ARGS)
 Datum
 collegedb_topology_delete(PG_FUNCTION_ARGS)
 {
-	bool		removed = TopologyRemove(arg_text_or_null(fcinfo, 0), GetUserId());
+	bool		removed;
 
+	CatalogEnsureWritable("delete a topology group");
+	removed = TopologyRemove(arg_text_or_null(fcinfo, 0), GetUserId());
 	OutboxWakeAtCommit();
 	PG_RETURN_BOOL(removed);
 }
@@ -93,6 +98,7 @@ collegedb_topology_delete(PG_FUNCTION_ARGS)
 Datum
 collegedb_topology_define_channel(PG_FUNCTION_ARGS)
 {
+	CatalogEnsureWritable("define a topology channel");
 	TopologySetChannel(arg_text_or_null(fcinfo, 0), arg_text_or_null(fcinfo, 1), GetUserId());
 	OutboxWakeAtCommit();
 	PG_RETURN_VOID();

@@ -17,6 +17,7 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 
+#include "catalog/catalog.h"
 #include "remote/remote.h"
 #include "sqlfuncs/sqlfuncs.h"
 
@@ -56,6 +57,7 @@ return_rows(FunctionCallInfo fcinfo, List *rows)
 Datum
 collegedb_recover_prepared_transactions(PG_FUNCTION_ARGS)
 {
+	CatalogEnsureWritable("resolve prepared transactions");
 	PreventInTransactionBlock(true, "collegedb.recover_prepared_transactions()");
 	return return_rows(fcinfo, RecoveryRun(true));
 }

@@ -30,11 +30,7 @@ $front->safe_psql(
 	SELECT collegedb.run('kb', 'INSERT INTO items VALUES (\$1, 0)', 'kb');
 });
 
-$front->backup('b1');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($front, 'b1', has_streaming => 1);
-$standby->start;
-$front->wait_for_catchup($standby);
+my $standby = standby_of($front, 'standby');
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
 
 sub values_on_shards

@@ -102,6 +102,7 @@ our @EXPORT = qw(
   psql_finish
   wait_for_log_match
   fanout_by_shard
+  standby_of
 );
 
 # The name of the running test file without directory and extension ("001_harness").
@@ -377,6 +378,29 @@ sub fanout_by_shard
 		$by{$k}{$shard} = $n if $k ne '';
 	}
 	return \%by;
+}
+
+=pod
+
+=item standby_of($node, $name)
+
+A new hot standby of front C<$node> (which was initialised with
+C<< init => { allows_streaming => 1 } >>): a base backup of it, restored with
+C<has_streaming> (so it streams from C<$node>, as C<pg_basebackup -R> sets up), started
+and caught up.  The backup copies C<$node>'s configuration, C<postgresql.auto.conf>
+included.
+
+=cut
+
+sub standby_of
+{
+	my ($node, $name) = @_;
+	$node->backup("${name}_backup");
+	my $standby = PostgreSQL::Test::Cluster->new($name);
+	$standby->init_from_backup($node, "${name}_backup", has_streaming => 1);
+	$standby->start;
+	$node->wait_for_catchup($standby);
+	return $standby;
 }
 
 =pod
