@@ -4,8 +4,13 @@
  *	  The PostgreSQL shard adapter, on libpq: its operations table, and
  *	  running a statement.
  *
- * Statements go out with the extended protocol (PQsendQueryParams): one
- * round trip for a statement with parameters.  Transaction-control commands
+ * Statements go out with the extended protocol: one round trip for a
+ * statement with parameters.  One with parameters is prepared on the shard
+ * the first time the connection sends it (PQsendPrepare, in the same
+ * pipeline as its execution) and executed by name after that
+ * (PQsendQueryPrepared; the cache is pg_prepared.c); when the shard no
+ * longer has it or its result type changed, and no transaction was open,
+ * it is sent once more without a name.  Transaction-control commands
  * that must precede a statement (BEGIN, SAVEPOINT, the guard) travel with
  * it in one pipeline, so joining a remote transaction costs no extra round
  * trip.  A send that fails midway leaves the pipeline in a state nothing
@@ -263,8 +268,31 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 	}
 	MemoryContextSwitchTo(old);
 
-	handle->pipeline = nsetup > 0;
+	handle->sql = sql;
+	handle->nparams = nparams;
+	handle->param_types = types;
+	handle->param_values = values;
+	handle->param_lengths = lengths;
+	handle->param_formats = formats;
+	handle->retry_unnamed = false;
+	handle->parse_index = -1;
+	handle->deallocate_index = -1;
+	handle->executed = NULL;
+	handle->forgets = false;
+	if (nparams > 0 && !(flags & CD_EXEC_CLEANUP))
+		handle->executed = PgPreparedLookup(handle, sql, nparams, types);
+	else if (nparams == 0 && !(flags & CD_EXEC_INTERNAL))
+		handle->forgets = PgPreparedForgets(sql, &pg_lexer_rules);
+
 	handle->queries = nsetup + 1;
+	if (handle->executed && !handle->executed->ready)
+	{
+		if (handle->deallocate_pending)
+			handle->deallocate_index = nsetup;
+		handle->parse_index = nsetup + (handle->deallocate_index >= 0);
+		handle->queries = handle->parse_index + 2;
+	}
+	handle->pipeline = handle->queries > 1;
 	handle->current = 0;
 	handle->single_row = false;
 	handle->columns_sent = false;
@@ -282,7 +310,19 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 		for (int i = 0; sent && i < nsetup; i++)
 			sent = PQsendQueryParams(conn, setup[i], 0, NULL, NULL, NULL, NULL, 0);
 	}
-	if (sent)
+	if (sent && handle->deallocate_index >= 0)
+		sent = PQsendQueryParams(conn, "DEALLOCATE ALL", 0, NULL, NULL, NULL, NULL, 0);
+	if (handle->executed)
+	{
+		char		name[PG_PREPARED_NAME_LEN];
+
+		PgPreparedName(handle->executed, name);
+		if (sent && handle->parse_index >= 0)
+			sent = PQsendPrepare(conn, name, sql, nparams, types);
+		if (sent)
+			sent = PQsendQueryPrepared(conn, name, nparams, values, lengths, formats, 0);
+	}
+	else if (sent)
 		sent = PQsendQueryParams(conn, sql, nparams, types, values, lengths, formats, 0);
 	if (sent && handle->pipeline)
 		sent = PQpipelineSync(conn);
@@ -305,15 +345,39 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 }
 
 /*
- * pg_poll makes progress on the statement started by pg_send without
+ * pg_prepared_failed handles the statement's failure when it ran by name:
+ * a statement the shard no longer has (DISCARD ALL, DEALLOCATE ALL behind
+ * collegedb's back: SQLSTATE 26000) empties the cache, a plan whose result
+ * type changed (a table altered: 0A000) drops the entry.  Either way the
+ * statement did not run, so pg_poll may send it again without a name.
+ */
+static void
+pg_prepared_failed(PgHandle *handle, const CdRemoteError *err)
+{
+	bool		gone = strcmp(err->sqlstate, "26000") == 0;
+
+	if (handle->executed == NULL || (!gone && strcmp(err->sqlstate, "0A000") != 0))
+		return;
+	if (gone)
+		PgPreparedForgetAll(handle, true);
+	else
+		PgPreparedForget(handle, handle->executed);
+	handle->executed = NULL;
+	handle->parse_index = -1;
+	handle->deallocate_index = -1;
+	handle->retry_unnamed = !handle->columns_sent && handle->rows == 0;
+}
+
+/*
+ * pg_poll_results makes progress on the statement started by pg_send without
  * blocking: flushes what is left to send, reads what has arrived, and
  * hands complete rows to the sink.  A COMMIT that the shard answers with
  * ROLLBACK (its transaction had failed) is a failure.  See adapter.h.
  */
 static CdPollResult
-pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+pg_poll_results(PgHandle *handle, CdRowSink *sink, int64 *rows_affected,
+				CdRemoteError *err)
 {
-	PgHandle   *handle = h;
 	PGconn	   *conn = handle->conn;
 	int			flush = PQflush(conn);
 
@@ -402,7 +466,13 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 			{
 				PgFillError(conn, res, err);
 				handle->failed = true;
+				if (last)
+					pg_prepared_failed(handle, err);
 			}
+			else if (st == PGRES_COMMAND_OK && handle->current == handle->parse_index)
+				handle->executed->ready = true;
+			else if (st == PGRES_COMMAND_OK && handle->current == handle->deallocate_index)
+				handle->deallocate_pending = false;
 		}
 		PG_CATCH();
 		{
@@ -415,10 +485,70 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 
 	if (PQisBusy(conn))
 		return CD_POLL_READ;
+	if (handle->forgets)
+		PgPreparedForgetAll(handle, true);
 	if (handle->failed)
 		return CD_POLL_FAILED;
 	*rows_affected = handle->rows;
 	return CD_POLL_DONE;
+}
+
+/*
+ * pg_resend_unnamed sends the statement again, without a name, after its
+ * prepared form failed (pg_prepared_failed); false when the send failed.
+ */
+static bool
+pg_resend_unnamed(PgHandle *handle)
+{
+	PGconn	   *conn = handle->conn;
+
+	handle->retry_unnamed = false;
+	handle->executed = NULL;
+	handle->parse_index = -1;
+	handle->deallocate_index = -1;
+	handle->pipeline = false;
+	handle->queries = 1;
+	handle->current = 0;
+	handle->failed = false;
+	if (!PQsendQueryParams(conn, handle->sql, handle->nparams, handle->param_types,
+						   handle->param_values, handle->param_lengths,
+						   handle->param_formats, 0))
+		return false;
+	handle->single_row = PQsetSingleRowMode(conn);
+	return true;
+}
+
+/*
+ * pg_poll is pg_poll_results, which also sends once more, without a
+ * name, a statement whose prepared form the shard refused before it ran,
+ * when that left no transaction open on the shard: nothing ran, and the
+ * caller sees one statement.  See adapter.h.
+ */
+static CdPollResult
+pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	PgHandle   *handle = h;
+
+	for (;;)
+	{
+		CdPollResult result = pg_poll_results(handle, sink, rows_affected, err);
+
+		if (result != CD_POLL_FAILED || !handle->retry_unnamed ||
+			PQstatus(handle->conn) != CONNECTION_OK ||
+			PQtransactionStatus(handle->conn) != PQTRANS_IDLE)
+			return result;
+		if (CollegeDebug)
+			elog(LOG, "collegedb: shard \"%s\": sending again unprepared: %s",
+				 handle->shard, err->message);
+		if (!pg_resend_unnamed(handle))
+		{
+			PgFillError(handle->conn, NULL, err);
+			err->connection_lost = true;
+			if (strncmp(err->sqlstate, "08", 2) != 0)
+				memcpy(err->sqlstate, "08006", 6);
+			return CD_POLL_FAILED;
+		}
+	}
 }
 
 /*
@@ -448,8 +578,8 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 		while ((result = pg_poll(h, sink, rows_affected, err)) == CD_POLL_READ ||
 			   result == CD_POLL_WRITE)
 		{
-			if (!PgWait(handle->conn, result == CD_POLL_READ ?
-						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
+			if (!PgHandleWait(handle, result == CD_POLL_READ ?
+							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
 			{
 				AdapterSetGaveUp(err, flags);
 				result = CD_POLL_FAILED;
