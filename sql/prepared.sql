@@ -45,7 +45,7 @@ SELECT collegedb.first('k', 'SELECT string_agg(id || n, '','' ORDER BY id) AS al
 SELECT held('UPDATE items SET n = n + $2 WHERE id = $1');
 
 -- a table altered under a prepared SELECT *: outside a transaction block
--- the statement is sent again unprepared, and prepared anew after
+-- the statement is prepared anew and sent once more, unseen by the caller
 SELECT collegedb.first('k', 'SELECT * FROM items WHERE id = $1', 'a');
 SELECT collegedb.run_on_shard('p1', 'ALTER TABLE items ADD COLUMN note text DEFAULT ''x''');
 SELECT collegedb.first('k', 'SELECT * FROM items WHERE id = $1', 'a');
@@ -70,7 +70,7 @@ SELECT collegedb.first('k', 'SELECT n FROM items WHERE id = $1', 'a');
 SELECT held('SELECT n FROM items WHERE id = $1');
 
 -- behind collegedb's back (a function on the shard): the execution by name
--- fails with 26000, and the statement is sent again unprepared
+-- fails with 26000, and the statement is prepared anew and sent once more
 SELECT collegedb.first('k', 'SELECT forget_all($1) AS x', 1);
 SELECT collegedb.first('k', 'SELECT n FROM items WHERE id = $1', 'b');
 SELECT held('SELECT n FROM items WHERE id = $1');

@@ -27,6 +27,9 @@
 #define PG_PREPARED_MAX 128
 #define PG_PREPARED_NAME_LEN 32
 
+/* the guard (see pg.c's shard DDL), with the key as its parameter */
+#define PG_GUARD_SQL "SELECT collegedb_guard($1)"
+
 typedef struct PgPrepared
 {
 	uint32		hash;
@@ -63,23 +66,30 @@ typedef struct PgHandle
 	int64		rows;
 
 	/*
-	 * The statement's prepared form: 'parse_index' is the pipeline position
-	 * of its Parse (-1: none sent), 'deallocate_index' that of a DEALLOCATE
-	 * ALL (-1: none); 'executed' is the entry executed by name (NULL: sent
-	 * unnamed); 'forgets': a DISCARD or DEALLOCATE of the caller's.  The
-	 * parameters stay in statement_context for a resend without a name.
+	 * What pg_send was given, kept for pg_start, which may send it all once
+	 * more ('resent') when a query sent by name failed before it ran
+	 * ('retry').  Per pipeline place: 'parse_at' the entry a Parse
+	 * prepares, 'named_at' whether the query went by name;
+	 * 'deallocate_index' is the place of a DEALLOCATE ALL (-1: none).
+	 * 'forgets': a DISCARD or DEALLOCATE of the caller's.  'guard_key':
+	 * the guard's parameter (CD_EXEC_GUARD).
 	 */
-	PgPrepared *executed;
-	int			parse_index;
-	int			deallocate_index;
-	bool		forgets;
-	bool		retry_unnamed;	/* resend unnamed once the results are in */
+	const char *const *setup;
+	int			nsetup;
+	int			flags;
+	const char *guard_key;
 	const char *sql;
 	int			nparams;
 	Oid		   *param_types;
 	const char **param_values;
 	int		   *param_lengths;
 	int		   *param_formats;
+	PgPrepared **parse_at;
+	bool	   *named_at;
+	int			deallocate_index;
+	bool		forgets;
+	bool		retry;
+	bool		resent;
 
 	/* the prepared-statement cache (pg_prepared.c) */
 	MemoryContext prepared_context;
@@ -108,6 +118,7 @@ extern PgPrepared *PgPreparedLookup(PgHandle *handle, const char *sql, int npara
 extern bool PgPreparedForgets(const char *sql, const CdLexerRules *rules);
 extern void PgPreparedForget(PgHandle *handle, PgPrepared *entry);
 extern void PgPreparedForgetAll(PgHandle *handle, bool deallocate);
+extern void PgPreparedMakeRoom(PgHandle *handle, int n);
 extern void PgPreparedName(const PgPrepared *entry, char *name);
 extern void PgPreparedFree(PgHandle *handle);
 

@@ -101,6 +101,18 @@ PgPreparedForget(PgHandle *handle, PgPrepared *entry)
 }
 
 /*
+ * PgPreparedMakeRoom empties the cache when 'n' more entries would not
+ * fit, so that the lookups of one pipeline that follow never empty it
+ * under each other's entries.
+ */
+void
+PgPreparedMakeRoom(PgHandle *handle, int n)
+{
+	if (handle->nprepared + n > PG_PREPARED_MAX)
+		PgPreparedForgetAll(handle, true);
+}
+
+/*
  * PgPreparedLookup returns the cache entry of 'sql' with 'types', adding
  * one (not ready: pg.c prepares it) when there is none; it
  * takes a new name for one whose Parse never reached the shard.  Emptying
@@ -133,7 +145,7 @@ PgPreparedLookup(PgHandle *handle, const char *sql, int nparams, const Oid *type
 														 "collegedb pg prepared",
 														 ALLOCSET_DEFAULT_SIZES);
 	if (handle->nprepared == PG_PREPARED_MAX)
-		PgPreparedForgetAll(handle, true);
+		PgPreparedForgetAll(handle, true);	/* PgPreparedMakeRoom avoids it */
 
 	old = MemoryContextSwitchTo(handle->prepared_context);
 	entry = palloc0(sizeof(PgPrepared));
