@@ -272,7 +272,8 @@ pg_start(PgHandle *handle, CdRemoteError *err)
 	MemoryContextSwitchTo(old);
 
 	/* both lookups first: neither may empty the cache under the other */
-	PgPreparedMakeRoom(handle, 2);
+	if (by_name || handle->guard_key)
+		PgPreparedMakeRoom(handle, 2);
 	if (by_name)
 		statement = PgPreparedLookup(handle, handle->sql, handle->nparams,
 									 handle->param_types);

@@ -252,6 +252,7 @@ start(FanoutWork *w, int timeout_ms)
 		return;
 	}
 	w->state = FANOUT_RUNNING;
+	w->wait_pos = -1;			/* not in the wait set yet (wait_any) */
 	w->waiting = CD_POLL_WRITE;
 	w->deadline = timeout_ms > 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
