@@ -20,6 +20,7 @@ OBJS = \
 	src/adapters/pg.o \
 	src/adapters/pg_connect.o \
 	src/adapters/pg_options.o \
+	src/adapters/pg_prepared.o \
 	src/adapters/sqlite.o \
 	src/adapters/sqlite_connect.o \
 	src/adapters/sqlite_errors.o \

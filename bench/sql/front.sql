@@ -33,6 +33,24 @@ LANGUAGE plproxy AS $$
     SELECT id, name, visits FROM users WHERE id = i_id;
 $$;
 
+-- The no-routing forwarder (scenario forward): a PL/pgSQL function keeping
+-- one dblink connection per backend to the database holding every key,
+-- which PREPAREs the read once and then sends EXECUTE p(key): the cost of
+-- one extra backend hop with a prepared statement and nothing else.
+CREATE EXTENSION dblink;
+SELECT format($fmt$
+CREATE FUNCTION forward_get(k text) RETURNS TABLE (id text, name text, visits integer)
+LANGUAGE plpgsql AS $body$
+BEGIN
+    IF NOT coalesce('fwd' = ANY (dblink_get_connections()), false) THEN
+        PERFORM dblink_connect('fwd', %L);
+        PERFORM dblink_exec('fwd', 'PREPARE p(text) AS SELECT id, name, visits FROM users WHERE id = $1');
+    END IF;
+    RETURN QUERY SELECT * FROM dblink('fwd', 'EXECUTE p(' || quote_literal(k) || ')')
+        AS t(id text, name text, visits integer);
+END
+$body$$fmt$, format('host=%s port=%s dbname=direct', :'host', :'port')) \gexec
+
 -- postgres_fdw: one foreign table per shard database, as the partitions of a
 -- table partitioned by the same expression PL/Proxy routes on
 CREATE EXTENSION postgres_fdw;

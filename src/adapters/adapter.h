@@ -204,11 +204,20 @@ typedef struct CdStatementShape
  *	 then fails with connection_lost so that the connection is closed.
  * CD_EXEC_COMMIT: the statement is the remote transaction's COMMIT; a
  *	 shard that answers it by rolling back reports a failure.
+ * CD_EXEC_GUARD: a setup command is the adapter's guard_setup, whose $1
+ *	 is params[nparams], one parameter past the statement's own.
+ * CD_EXEC_ALONE: the setup commands and the statement commit on the shard
+ *	 by themselves (one implicit transaction, no remote transaction open),
+ *	 so a failure after sending cannot be retried: the adapter sends them
+ *	 only on a connection it finds alive, and reports one found dead as
+ *	 connection_lost and nothing_sent.
  */
 #define CD_EXEC_INTERNAL	0x01
 #define CD_EXEC_READ		0x02
 #define CD_EXEC_CLEANUP		0x04
 #define CD_EXEC_COMMIT		0x08
+#define CD_EXEC_GUARD		0x10
+#define CD_EXEC_ALONE		0x20
 
 /*
  * CdConnInfo is what connect gets.  'require_password': the remote layer's
@@ -295,8 +304,8 @@ typedef struct CdConnInfo
  *			 PostgreSQL the guard function); each is idempotent.
  * sql_begin_write: how a remote transaction that starts with a write
  *			 begins (SQLite takes its write lock at once: BEGIN IMMEDIATE).
- * guard_setup: (a dialect with pipelining) a statement, with %s for the
- *			 key as a quoted literal, that takes the key's shared lock and
+ * guard_setup: (a dialect with pipelining) a statement, with $1 for the
+ *			 key (CD_EXEC_GUARD), that takes the key's shared lock and
  *			 fails with SQLSTATE CD0M1 (ERRCODE_CD_GUARD_MOVED) and the
  *			 destination as detail when the key has a tombstone; it travels
  *			 in the statement's pipeline, inside guard_savepoint ..

@@ -4,8 +4,13 @@
  *	  The PostgreSQL shard adapter, on libpq: its operations table, and
  *	  running a statement.
  *
- * Statements go out with the extended protocol (PQsendQueryParams): one
- * round trip for a statement with parameters.  Transaction-control commands
+ * Statements go out with the extended protocol: one round trip for a
+ * statement with parameters.  One with parameters is prepared on the shard
+ * the first time the connection sends it (PQsendPrepare, in the same
+ * pipeline as its execution) and executed by name after that
+ * (PQsendQueryPrepared; the cache is pg_prepared.c); when the shard no
+ * longer has it or its result type changed, and no transaction was open,
+ * it is sent once more without a name.  Transaction-control commands
  * that must precede a statement (BEGIN, SAVEPOINT, the guard) travel with
  * it in one pipeline, so joining a remote transaction costs no extra round
  * trip.  A send that fails midway leaves the pipeline in a state nothing
@@ -28,6 +33,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <poll.h>
 
 #include "access/transam.h"
 #include "catalog/pg_type.h"
@@ -195,6 +202,149 @@ pg_deliver(PgHandle *handle, PGresult *res, CdRowSink *sink)
 }
 
 /*
+ * pg_idle_alive says whether an idle connection is still in step: nothing
+ * arrived on it since its last result (a shard that restarted or ended
+ * the session has sent its farewell, or closed the socket).
+ */
+static bool
+pg_idle_alive(PGconn *conn)
+{
+	struct pollfd pfd;
+
+	pfd.fd = PQsocket(conn);
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	if (pfd.fd < 0 || PQstatus(conn) != CONNECTION_OK)
+		return false;
+	return poll(&pfd, 1, 0) == 0;
+}
+
+/*
+ * pg_send_named sends one statement by its prepared name, preceded by its
+ * Parse when the shard does not have it yet, and by DEALLOCATE ALL when
+ * the shard may hold statements the cache forgot; it records at which
+ * pipeline places these answers come.
+ */
+static bool
+pg_send_named(PgHandle *handle, PgPrepared *entry, const char *sql, int nparams,
+			  const Oid *types, const char *const *values, const int *lengths,
+			  const int *formats)
+{
+	PGconn	   *conn = handle->conn;
+	char		name[PG_PREPARED_NAME_LEN];
+
+	PgPreparedName(entry, name);
+	if (!entry->ready)
+	{
+		if (handle->deallocate_pending && handle->deallocate_index < 0)
+		{
+			handle->deallocate_index = handle->queries++;
+			if (!PQsendQueryParams(conn, "DEALLOCATE ALL", 0, NULL, NULL, NULL, NULL, 0))
+				return false;
+		}
+		handle->parse_at[handle->queries++] = entry;
+		if (!PQsendPrepare(conn, name, sql, nparams, types))
+			return false;
+	}
+	handle->named_at[handle->queries++] = true;
+	return PQsendQueryPrepared(conn, name, nparams, values, lengths, formats, 0);
+}
+
+/*
+ * pg_start sends what pg_send set up in the handle: the setup commands
+ * (the guard by its prepared name, with the key as its parameter), then
+ * the statement, by name when it has parameters.  One pipeline when more
+ * than one query goes out, and single-row mode for the statement.
+ */
+static bool
+pg_start(PgHandle *handle, CdRemoteError *err)
+{
+	PGconn	   *conn = handle->conn;
+	int			maxq = 3 * handle->nsetup + 3;
+	bool		sent = true;
+	bool		by_name = handle->nparams > 0 && !(handle->flags & CD_EXEC_CLEANUP);
+	PgPrepared *statement = NULL;
+	PgPrepared *guard = NULL;
+	MemoryContext old = MemoryContextSwitchTo(handle->statement_context);
+
+	handle->parse_at = palloc0(sizeof(PgPrepared *) * maxq);
+	handle->named_at = palloc0(sizeof(bool) * maxq);
+	MemoryContextSwitchTo(old);
+
+	/* both lookups first: neither may empty the cache under the other */
+	if (by_name || handle->guard_key)
+		PgPreparedMakeRoom(handle, 2);
+	if (by_name)
+		statement = PgPreparedLookup(handle, handle->sql, handle->nparams,
+									 handle->param_types);
+	if (handle->guard_key)
+	{
+		Oid			text_type = InvalidOid;
+
+		guard = PgPreparedLookup(handle, PG_GUARD_SQL, 1, &text_type);
+	}
+
+	handle->queries = 0;
+	handle->deallocate_index = -1;
+	handle->pipeline = handle->nsetup > 0 || (statement && !statement->ready);
+	handle->current = 0;
+	handle->single_row = false;
+	handle->columns_sent = false;
+	handle->rows = 0;
+	handle->failed = false;
+	handle->retry = false;
+	handle->is_commit = (handle->flags & CD_EXEC_COMMIT) != 0;
+	handle->ncols = 0;
+	handle->kinds = NULL;
+	handle->cells = NULL;
+	handle->unescaped = NULL;
+
+	if (handle->pipeline)
+		sent = PQenterPipelineMode(conn);
+	for (int i = 0; sent && i < handle->nsetup; i++)
+	{
+		if (guard && strcmp(handle->setup[i], PG_GUARD_SQL) == 0)
+		{
+			const char *values[1] = {handle->guard_key};
+
+			sent = pg_send_named(handle, guard, PG_GUARD_SQL, 1, NULL, values, NULL, NULL);
+			continue;
+		}
+		handle->queries++;
+		sent = PQsendQueryParams(conn, handle->setup[i], 0, NULL, NULL, NULL, NULL, 0);
+	}
+	if (sent && statement)
+		sent = pg_send_named(handle, statement, handle->sql, handle->nparams,
+							 handle->param_types, handle->param_values,
+							 handle->param_lengths, handle->param_formats);
+	else if (sent)
+	{
+		handle->queries++;
+		sent = PQsendQueryParams(conn, handle->sql, handle->nparams, handle->param_types,
+								 handle->param_values, handle->param_lengths,
+								 handle->param_formats, 0);
+	}
+	if (sent && handle->pipeline)
+		sent = PQpipelineSync(conn);
+	if (sent && !handle->pipeline)
+		handle->single_row = PQsetSingleRowMode(conn);
+	if (!sent)
+	{
+		/*
+		 * Part of it may be queued, or on the wire, without the Sync that
+		 * would end the pipeline: nothing can bring this connection back in
+		 * step (a ROLLBACK would wait forever), so it is lost.
+		 */
+		PgFillError(conn, NULL, err);
+		err->connection_lost = true;
+		if (strncmp(err->sqlstate, "08", 2) != 0)
+			memcpy(err->sqlstate, "08006", 6);
+		return false;
+	}
+	return true;
+}
+
+/*
  * pg_send starts the setup commands and the statement without waiting:
  * one pipeline when there are setup commands, and single-row mode for the
  * statement, so that rows reach the sink as they arrive and no result is
@@ -207,13 +357,11 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 		int nparams, const CdParam *params, int flags, CdRemoteError *err)
 {
 	PgHandle   *handle = h;
-	PGconn	   *conn = handle->conn;
 	MemoryContext old;
 	Oid		   *types;
 	const char **values;
 	int		   *lengths;
 	int		   *formats;
-	bool		sent = true;
 
 	if (AdapterTooManyParams(nparams, PG_MAX_PARAMS, "a PostgreSQL", err))
 		return false;
@@ -263,57 +411,58 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 	}
 	MemoryContextSwitchTo(old);
 
-	handle->pipeline = nsetup > 0;
-	handle->queries = nsetup + 1;
-	handle->current = 0;
-	handle->single_row = false;
-	handle->columns_sent = false;
-	handle->rows = 0;
-	handle->failed = false;
-	handle->is_commit = (flags & CD_EXEC_COMMIT) != 0;
-	handle->ncols = 0;
-	handle->kinds = NULL;
-	handle->cells = NULL;
-	handle->unescaped = NULL;
-
-	if (handle->pipeline)
+	handle->sql = sql;
+	handle->nparams = nparams;
+	handle->param_types = types;
+	handle->param_values = values;
+	handle->param_lengths = lengths;
+	handle->param_formats = formats;
+	handle->setup = setup;
+	handle->nsetup = nsetup;
+	handle->flags = flags;
+	handle->guard_key = (flags & CD_EXEC_GUARD) ? params[nparams].str : NULL;
+	handle->resent = false;
+	handle->forgets = nparams == 0 && !(flags & CD_EXEC_INTERNAL) &&
+		PgPreparedForgets(sql, &pg_lexer_rules);
+	if ((flags & CD_EXEC_ALONE) && !pg_idle_alive(handle->conn))
 	{
-		sent = PQenterPipelineMode(conn);
-		for (int i = 0; sent && i < nsetup; i++)
-			sent = PQsendQueryParams(conn, setup[i], 0, NULL, NULL, NULL, NULL, 0);
-	}
-	if (sent)
-		sent = PQsendQueryParams(conn, sql, nparams, types, values, lengths, formats, 0);
-	if (sent && handle->pipeline)
-		sent = PQpipelineSync(conn);
-	if (sent && !handle->pipeline)
-		handle->single_row = PQsetSingleRowMode(conn);
-	if (!sent)
-	{
-		/*
-		 * Part of it may be queued, or on the wire, without the Sync that
-		 * would end the pipeline: nothing can bring this connection back in
-		 * step (a ROLLBACK would wait forever), so it is lost.
-		 */
-		PgFillError(conn, NULL, err);
-		err->connection_lost = true;
-		if (strncmp(err->sqlstate, "08", 2) != 0)
-			memcpy(err->sqlstate, "08006", 6);
+		AdapterSetError(err, "08006", true,
+						"the connection to the shard ended while it was idle", NULL, NULL);
+		err->nothing_sent = true;
 		return false;
 	}
-	return true;
+	return pg_start(handle, err);
 }
 
 /*
- * pg_poll makes progress on the statement started by pg_send without
+ * pg_prepared_failed handles a failure of a query sent by name: a
+ * statement the shard no longer has (DISCARD ALL or DEALLOCATE ALL behind
+ * collegedb's back: SQLSTATE 26000) empties the cache, a plan whose result
+ * type changed (a table altered: 0A000) drops the statement's entry.
+ * Either way nothing ran, so pg_poll may send it all again, once.
+ */
+static void
+pg_prepared_failed(PgHandle *handle, const CdRemoteError *err)
+{
+	bool		gone = strcmp(err->sqlstate, "26000") == 0;
+
+	if (!handle->named_at[handle->current] ||
+		(!gone && strcmp(err->sqlstate, "0A000") != 0))
+		return;
+	PgPreparedForgetAll(handle, true);
+	handle->retry = !handle->resent && !handle->columns_sent && handle->rows == 0;
+}
+
+/*
+ * pg_poll_results makes progress on the statement started by pg_send without
  * blocking: flushes what is left to send, reads what has arrived, and
  * hands complete rows to the sink.  A COMMIT that the shard answers with
  * ROLLBACK (its transaction had failed) is a failure.  See adapter.h.
  */
 static CdPollResult
-pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+pg_poll_results(PgHandle *handle, CdRowSink *sink, int64 *rows_affected,
+				CdRemoteError *err)
 {
-	PgHandle   *handle = h;
 	PGconn	   *conn = handle->conn;
 	int			flush = PQflush(conn);
 
@@ -402,7 +551,12 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 			{
 				PgFillError(conn, res, err);
 				handle->failed = true;
+				pg_prepared_failed(handle, err);
 			}
+			else if (st == PGRES_COMMAND_OK && handle->parse_at[handle->current])
+				handle->parse_at[handle->current]->ready = true;
+			else if (st == PGRES_COMMAND_OK && handle->current == handle->deallocate_index)
+				handle->deallocate_pending = false;
 		}
 		PG_CATCH();
 		{
@@ -415,10 +569,40 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 
 	if (PQisBusy(conn))
 		return CD_POLL_READ;
+	if (handle->forgets)
+		PgPreparedForgetAll(handle, true);
 	if (handle->failed)
 		return CD_POLL_FAILED;
 	*rows_affected = handle->rows;
 	return CD_POLL_DONE;
+}
+
+/*
+ * pg_poll is pg_poll_results, which also sends everything once more,
+ * prepared anew, when a query sent by name failed before anything ran
+ * (pg_prepared_failed) and that left no transaction open on the shard:
+ * the caller sees one statement.  See adapter.h.
+ */
+static CdPollResult
+pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	PgHandle   *handle = h;
+
+	for (;;)
+	{
+		CdPollResult result = pg_poll_results(handle, sink, rows_affected, err);
+
+		if (result != CD_POLL_FAILED || !handle->retry ||
+			PQstatus(handle->conn) != CONNECTION_OK ||
+			PQtransactionStatus(handle->conn) != PQTRANS_IDLE)
+			return result;
+		if (CollegeDebug)
+			elog(LOG, "collegedb: shard \"%s\": preparing again: %s",
+				 handle->shard, err->message);
+		handle->resent = true;
+		if (!pg_start(handle, err))
+			return CD_POLL_FAILED;
+	}
 }
 
 /*
@@ -448,8 +632,8 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
 		while ((result = pg_poll(h, sink, rows_affected, err)) == CD_POLL_READ ||
 			   result == CD_POLL_WRITE)
 		{
-			if (!PgWait(handle->conn, result == CD_POLL_READ ?
-						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
+			if (!PgHandleWait(handle, result == CD_POLL_READ ?
+							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline, interruptible))
 			{
 				AdapterSetGaveUp(err, flags);
 				result = CD_POLL_FAILED;
@@ -555,7 +739,7 @@ const CdAdapter CdPostgresAdapter = {
 	.quote_ident = AdapterQuoteStandardIdent,
 	.shard_ddl = pg_shard_ddl,
 	.sql_begin_write = "BEGIN",
-	.guard_setup = "SELECT collegedb_guard(%s)",
+	.guard_setup = PG_GUARD_SQL,
 	.guard_savepoint = "SAVEPOINT collegedb_guard",
 	.guard_release = "RELEASE SAVEPOINT collegedb_guard",
 	.guard_rollback_to = "ROLLBACK TO SAVEPOINT collegedb_guard",

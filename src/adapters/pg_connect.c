@@ -34,6 +34,9 @@
 
 #define PG_DEFAULT_CONNECT_TIMEOUT_MS 10000
 
+/* the socket's position in a handle's wait set (PgHandleWait) */
+#define PG_WAIT_SOCKET_POS 2
+
 /*
  * A path that can never exist (a file below /dev/null): libpq ignores a
  * password file or client certificate that is not there, silently.
@@ -126,6 +129,45 @@ PgWait(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
 						   PQsocket(conn), AdapterWaitTimeout(deadline),
 						   PG_WAIT_EXTENSION);
 	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	if (interruptible)
+		CHECK_FOR_INTERRUPTS();
+	return true;
+}
+
+/*
+ * PgHandleWait is PgWait on a connection that is up, with the handle's
+ * own wait set: created at its first wait (the process latch, postmaster
+ * death and the socket, whose socket stays the same for the handle's
+ * life), and only modified when the socket's events change, instead of
+ * an epoll set made and closed for every wait.
+ */
+bool
+PgHandleWait(PgHandle *handle, int events, TimestampTz deadline, bool interruptible)
+{
+	WaitEvent	event;
+	int			rc;
+
+	if ((!interruptible && AdapterStopWaiting()) || AdapterDeadlinePassed(deadline))
+		return false;
+	if (handle->wait_set == NULL)
+	{
+		WaitEventSet *set = CreateWaitEventSet(TopMemoryContext, 3);
+
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(set, events, PQsocket(handle->conn), NULL, NULL);
+		handle->wait_set = set;
+		handle->wait_events = events;
+	}
+	else if (handle->wait_events != events)
+	{
+		ModifyWaitEvent(handle->wait_set, PG_WAIT_SOCKET_POS, events, NULL);
+		handle->wait_events = events;
+	}
+	rc = WaitEventSetWait(handle->wait_set, AdapterWaitTimeout(deadline), &event, 1,
+						  PG_WAIT_EXTENSION);
+	if (rc > 0 && (event.events & WL_LATCH_SET))
 		ResetLatch(MyLatch);
 	if (interruptible)
 		CHECK_FOR_INTERRUPTS();
@@ -237,6 +279,9 @@ pg_free_handle(PgHandle *handle)
 	}
 	if (handle->statement_context)
 		MemoryContextDelete(handle->statement_context);
+	if (handle->wait_set)
+		FreeWaitEventSet(handle->wait_set);
+	PgPreparedFree(handle);
 	free(handle);
 }
 

@@ -14,6 +14,7 @@
 
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
+#include "storage/latch.h"
 
 #include "libpq-fe.h"
 
@@ -21,6 +22,23 @@
 
 /* the protocol's limit: the parameter count travels as a 16-bit integer */
 #define PG_MAX_PARAMS 65535
+
+/* prepared statements kept per connection (pg_prepared.c) */
+#define PG_PREPARED_MAX 128
+#define PG_PREPARED_NAME_LEN 32
+
+/* the guard (see pg.c's shard DDL), with the key as its parameter */
+#define PG_GUARD_SQL "SELECT collegedb_guard($1)"
+
+typedef struct PgPrepared
+{
+	uint32		hash;
+	int			number;			/* named collegedb_p<number> on the shard */
+	bool		ready;			/* the shard answered its Parse */
+	int			nparams;
+	Oid		   *types;
+	char	   *sql;
+} PgPrepared;
 
 typedef struct PgHandle
 {
@@ -46,6 +64,43 @@ typedef struct PgHandle
 	CdCell	   *cells;
 	unsigned char **unescaped;	/* PQunescapeBytea buffers of the row */
 	int64		rows;
+
+	/*
+	 * What pg_send was given, kept for pg_start, which may send it all once
+	 * more ('resent') when a query sent by name failed before it ran
+	 * ('retry').  Per pipeline place: 'parse_at' the entry a Parse
+	 * prepares, 'named_at' whether the query went by name;
+	 * 'deallocate_index' is the place of a DEALLOCATE ALL (-1: none).
+	 * 'forgets': a DISCARD or DEALLOCATE of the caller's.  'guard_key':
+	 * the guard's parameter (CD_EXEC_GUARD).
+	 */
+	const char *const *setup;
+	int			nsetup;
+	int			flags;
+	const char *guard_key;
+	const char *sql;
+	int			nparams;
+	Oid		   *param_types;
+	const char **param_values;
+	int		   *param_lengths;
+	int		   *param_formats;
+	PgPrepared **parse_at;
+	bool	   *named_at;
+	int			deallocate_index;
+	bool		forgets;
+	bool		retry;
+	bool		resent;
+
+	/* the prepared-statement cache (pg_prepared.c) */
+	MemoryContext prepared_context;
+	PgPrepared *prepared[PG_PREPARED_MAX];
+	int			nprepared;
+	int			prepared_number;	/* the last name's number */
+	bool		deallocate_pending; /* the shard may hold forgotten ones */
+
+	/* the wait set: latch, postmaster death, the socket (pg_connect.c) */
+	WaitEventSet *wait_set;
+	int			wait_events;	/* the socket's events in wait_set */
 } PgHandle;
 
 /* pg_connect.c */
@@ -54,6 +109,18 @@ extern void PgClose(void *h);
 extern void PgCancel(void *h, int timeout_ms);
 extern bool PgWait(PGconn *conn, int events, TimestampTz deadline, bool interruptible);
 extern void PgFillError(PGconn *conn, const PGresult *res, CdRemoteError *err);
+extern bool PgHandleWait(PgHandle *handle, int events, TimestampTz deadline,
+						 bool interruptible);
+
+/* pg_prepared.c */
+extern PgPrepared *PgPreparedLookup(PgHandle *handle, const char *sql, int nparams,
+									const Oid *types);
+extern bool PgPreparedForgets(const char *sql, const CdLexerRules *rules);
+extern void PgPreparedForget(PgHandle *handle, PgPrepared *entry);
+extern void PgPreparedForgetAll(PgHandle *handle, bool deallocate);
+extern void PgPreparedMakeRoom(PgHandle *handle, int n);
+extern void PgPreparedName(const PgPrepared *entry, char *name);
+extern void PgPreparedFree(PgHandle *handle);
 
 /* pg_options.c */
 extern bool PgOptionOk(const char *keyword, Oid catalog);

@@ -50,6 +50,9 @@
 
 static HTAB *connections = NULL;
 
+/* the running front statement is one routed call (RemoteMayCommitAlone) */
+static bool commit_alone = false;
+
 static void connection_subxact_callback(SubXactEvent event,
 										SubTransactionId mySubid,
 										SubTransactionId parentSubid,
@@ -545,6 +548,7 @@ ConnectionAtEnd(bool aborted)
 	HASH_SEQ_STATUS scan;
 	CdConnection *conn;
 
+	commit_alone = false;
 	if (connections == NULL)
 		return;
 	hash_seq_init(&scan, connections);
@@ -559,6 +563,41 @@ ConnectionAtEnd(bool aborted)
 		if (!aborted && conn->invalidated)
 			ConnectionClose(conn);
 	}
+}
+
+/*
+ * RemoteMayCommitAlone says (true) that the front statement now running is
+ * a single routed call and nothing else: its caller has proved that
+ * nothing of the front statement runs after the call returns.  Cleared by
+ * the caller after the call, and at the end of the transaction.
+ */
+void
+RemoteMayCommitAlone(bool on)
+{
+	commit_alone = on;
+}
+
+/*
+ * ConnectionCommitAloneOk says whether a write may commit on its shard on
+ * its own, in one round trip, before the front commits: the front
+ * statement is a single routed call (RemoteMayCommitAlone), outside a
+ * transaction block and any subtransaction, the front transaction has
+ * written nothing itself and no shard has a remote transaction open.  Then
+ * the shard's commit is the statement's only effect, and nothing that
+ * could still fail follows it but the front's commit of nothing; the
+ * front commits right after this statement even inside a pipeline of the
+ * extended protocol (XACT_FLAGS_NEEDIMMEDIATECOMMIT), so no later
+ * statement joins its transaction.
+ */
+bool
+ConnectionCommitAloneOk(void)
+{
+	if (!commit_alone || IsTransactionBlock() || GetCurrentTransactionNestLevel() != 1 ||
+		FullTransactionIdIsValid(GetTopFullTransactionIdIfAny()) ||
+		ConnectionAnyOpen() != NULL)
+		return false;
+	MyXactFlags |= XACT_FLAGS_NEEDIMMEDIATECOMMIT;
+	return true;
 }
 
 /*

@@ -68,6 +68,10 @@ typedef struct CdStatement
 	bool		is_write;
 	int			flags;			/* CD_EXEC_* for the statement */
 	bool		autocommit_only;	/* the dialect would commit implicitly */
+	bool		in_block;		/* the front is in a transaction block */
+	bool		commit_alone;	/* commits on the shard in its own round
+								 * trip, no remote transaction
+								 * (ConnectionCommitAloneOk) */
 	int			level;			/* front transaction nesting level */
 
 	CdConnection *conn;
@@ -112,6 +116,7 @@ extern void ConnectionMarkFinished(CdConnection *conn);
 extern CdConnection **ConnectionParticipants(int *n);
 extern void ConnectionAtEnd(bool aborted);
 extern CdConnection *ConnectionAnyOpen(void);
+extern bool ConnectionCommitAloneOk(void);
 
 /* twophase.c */
 extern void TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid);

@@ -199,6 +199,7 @@ StatementTryPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 	st->autocommit_only = !AdapterForDialect(shard->dialect)->caps.transactions ||
 		commits_implicitly(AdapterForDialect(shard->dialect), &shape);
 	st->level = GetCurrentTransactionNestLevel();
+	st->in_block = IsTransactionBlock();
 	return true;
 }
 
@@ -232,8 +233,8 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 	st->conn = conn;
 	st->nsetup = 0;
 	st->was_open = conn->xact_depth > 0;
-	st->need_xact = !st->autocommit_only &&
-		(st->is_write || st->was_open || IsTransactionBlock());
+	st->need_xact = !st->autocommit_only && !st->commit_alone &&
+		(st->is_write || st->was_open || st->in_block);
 	st->fresh = conn->fresh;
 	st->xa_begin = false;
 	st->gid[0] = '\0';
@@ -353,7 +354,12 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 		return false;
 	}
 	conn->xact_depth = 0;
-	if (attempt == 0 && !st->fresh)
+
+	/*
+	 * A statement that commits alone may have committed before the
+	 * connection failed: sent again only when it never left.
+	 */
+	if (attempt == 0 && !st->fresh && (!st->commit_alone || st->err.nothing_sent))
 	{
 		if (CollegeDebug)
 			elog(LOG, "collegedb: reconnecting to shard \"%s\": %s",

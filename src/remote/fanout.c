@@ -58,6 +58,9 @@ typedef struct FanoutWork
 	int			attempt;
 	CdPollResult waiting;		/* READ or WRITE while running */
 	TimestampTz deadline;		/* 0: none */
+	bool		in_block;		/* the front was in a transaction block */
+	int			wait_pos;		/* its socket's place in the wait set, or -1 */
+	int			wait_events;	/* the events it was added there for */
 } FanoutWork;
 
 static void ended(FanoutWork *w);
@@ -102,6 +105,13 @@ prepare(FanoutWork *w, const char *sql, int nparams, const CdParam *params)
 	/* it commits on its own: no remote transaction is opened for it */
 	if (w->kind == CD_FANOUT_AUTOCOMMIT)
 		w->st.autocommit_only = true;
+
+	/*
+	 * The fan-out's own subtransaction is not the caller's transaction
+	 * block: a read outside one runs in each shard's autocommit, without
+	 * BEGIN or SAVEPOINT, one round trip per shard.
+	 */
+	w->st.in_block = w->in_block;
 }
 
 /*
@@ -242,6 +252,7 @@ start(FanoutWork *w, int timeout_ms)
 		return;
 	}
 	w->state = FANOUT_RUNNING;
+	w->wait_pos = -1;			/* not in the wait set yet (wait_any) */
 	w->waiting = CD_POLL_WRITE;
 	w->deadline = timeout_ms > 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
@@ -268,42 +279,65 @@ cancel_running(FanoutWork *work, int n)
 
 /*
  * wait_any waits until a running shard's socket is ready, the latch is
- * set, or the nearest deadline passes; then services interrupts.
+ * set, or the nearest deadline passes; then services interrupts.  The
+ * wait set '*set' lasts for the fan-out: it is made again only when the
+ * shards running are not those in it, and otherwise only modified when a
+ * shard waits for other events than before.
  */
 static void
-wait_any(FanoutWork *work, int n)
+wait_any(FanoutWork *work, int n, WaitEventSet **set)
 {
-	WaitEventSet *set;
 	WaitEvent	events[1];
 	TimestampTz nearest = 0;
 	long		timeout = -1;
 	int			running = 0;
+	bool		same = *set != NULL;
 
 	for (int i = 0; i < n; i++)
-		if (work[i].state == FANOUT_RUNNING)
-			running++;
+	{
+		bool		is_running = work[i].state == FANOUT_RUNNING;
 
-	set = CreateWaitEventSet(CurrentMemoryContext, running + 2);
-	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		running += is_running;
+		if (is_running != (work[i].wait_pos >= 0))
+			same = false;
+	}
+
+	if (!same)
+	{
+		if (*set)
+			FreeWaitEventSet(*set);
+		*set = NULL;
+		*set = CreateWaitEventSet(CurrentMemoryContext, running + 2);
+		AddWaitEventToSet(*set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(*set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	}
 	for (int i = 0; i < n; i++)
 	{
 		FanoutWork *w = &work[i];
+		int			ev;
 
 		if (w->state != FANOUT_RUNNING)
+		{
+			w->wait_pos = -1;
 			continue;
-		AddWaitEventToSet(set, w->waiting == CD_POLL_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
-						  w->st.conn->adapter->socket(w->st.conn->handle), NULL, NULL);
+		}
+		ev = w->waiting == CD_POLL_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+		if (!same)
+			w->wait_pos = AddWaitEventToSet(*set, ev,
+											w->st.conn->adapter->socket(w->st.conn->handle),
+											NULL, NULL);
+		else if (ev != w->wait_events)
+			ModifyWaitEvent(*set, w->wait_pos, ev, NULL);
+		w->wait_events = ev;
 		if (w->deadline && (nearest == 0 || w->deadline < nearest))
 			nearest = w->deadline;
 	}
 	if (nearest)
 		timeout = Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), nearest), 0);
 
-	if (WaitEventSetWait(set, timeout, events, 1, PG_WAIT_EXTENSION) > 0 &&
+	if (WaitEventSetWait(*set, timeout, events, 1, PG_WAIT_EXTENSION) > 0 &&
 		(events[0].events & WL_LATCH_SET))
 		ResetLatch(MyLatch);
-	FreeWaitEventSet(set);
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -359,6 +393,8 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	ResourceOwner owner = CurrentResourceOwner;
 	FanoutWork *work = palloc0(sizeof(FanoutWork) * Max(n, 1));
 	int			concurrency = Max(CollegeFanoutConcurrency, 1);
+	bool		in_block = IsTransactionBlock();
+	WaitEventSet **set = palloc0(sizeof(WaitEventSet *));	/* see wait_any */
 
 	/* the savepoint that a failed shard's remote transaction goes back to */
 	BeginInternalSubTransaction(NULL);
@@ -368,6 +404,8 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	{
 		work[i].out = &shards[i];
 		work[i].kind = kind;
+		work[i].in_block = in_block;
+		work[i].wait_pos = -1;
 		work[i].state = FANOUT_DONE;
 		shards[i].ok = false;
 		shards[i].timed_out = false;
@@ -413,14 +451,21 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 				break;
 			if (running > 0)
 			{
-				wait_any(work, n);
+				wait_any(work, n, set);
 				progress(work, n);
 			}
 		}
+		if (*set)
+			FreeWaitEventSet(*set);
+		*set = NULL;
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+
+		if (*set)
+			FreeWaitEventSet(*set);
+		*set = NULL;
 
 		/*
 		 * An error of the front (an interrupt, a row the sink cannot take):

@@ -37,6 +37,7 @@ extern void ConnectionInit(void);
 extern CdConnection *ConnectionGet(const CdShard *shard);
 extern bool ConnectionIsOpen(const CdShard *shard);
 extern bool ConnectionDisconnect(const char *shard);
+extern void RemoteMayCommitAlone(bool on);
 extern int	ConnectionDisconnectAll(void);
 
 typedef struct CdConnectionStatus

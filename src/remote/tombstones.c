@@ -132,23 +132,34 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 	{
 		bool		ok;
 
+		/* in one round trip, guard and write in one implicit transaction */
+		st.commit_alone = adapter->caps.pipelining && adapter->guard_setup &&
+			ConnectionCommitAloneOk();
 		StatementBegin(&st);
 		if (adapter->caps.pipelining && adapter->guard_setup)
 		{
-			char	   *guard = psprintf(adapter->guard_setup, quote_literal_cstr(kp.str));
+			/* the key goes as the guard's parameter, past the statement's */
+			CdParam    *with_key = palloc(sizeof(CdParam) * (nparams + 1));
 
+			if (nparams > 0)
+				memcpy(with_key, params, sizeof(CdParam) * nparams);
+			with_key[nparams] = kp;
 			if (st.was_open)
 				st.setup[st.nsetup++] = adapter->guard_savepoint;
-			st.setup[st.nsetup++] = guard;
+			st.setup[st.nsetup++] = adapter->guard_setup;
 			if (st.was_open)
 				st.setup[st.nsetup++] = adapter->guard_release;
 			ok = adapter->exec(st.conn->handle, st.nsetup, st.setup, sql,
-							   nparams, params, st.flags, sink, &st.rows, &st.err);
+							   nparams, with_key,
+							   st.flags | CD_EXEC_GUARD | (st.commit_alone ? CD_EXEC_ALONE : 0),
+							   sink, &st.rows, &st.err);
 			if (!ok && strcmp(st.err.sqlstate, CD_GUARD_MOVED_SQLSTATE) == 0)
 			{
 				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
 				(void) StatementFinish(&st, true, attempt);
-				ConnectionUndoGuard(st.conn, st.was_open);
+				/* alone, the shard's implicit transaction ended with it */
+				if (!st.commit_alone)
+					ConnectionUndoGuard(st.conn, st.was_open);
 				return 0;
 			}
 		}

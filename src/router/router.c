@@ -34,6 +34,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
@@ -140,20 +141,37 @@ get_cache(void)
 }
 
 /*
- * digest_key computes the SHA-256 of the key's UTF-8 bytes.
+ * digest_key computes the SHA-256 of the key's UTF-8 bytes, with one
+ * digest context for the backend's life, initialised again for each key
+ * instead of made and freed per key.  It belongs to a resource owner of
+ * its own, which no transaction's end releases.
  */
 static void
 digest_key(const char *key, int key_len, uint8 *digest)
 {
+	static pg_cryptohash_ctx *ctx = NULL;
 	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
 
+	if (ctx == NULL)
+	{
+		static ResourceOwner owner = NULL;
+		ResourceOwner saved = CurrentResourceOwner;
+
+		if (owner == NULL)
+			owner = ResourceOwnerCreate(NULL, "collegedb key digest");
+		CurrentResourceOwner = owner;
+		ctx = pg_cryptohash_create(PG_SHA256);
+		CurrentResourceOwner = saved;
+		if (ctx == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+	}
 	if (pg_cryptohash_init(ctx) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) utf8,
 							 utf8 == key ? key_len : strlen(utf8)) < 0 ||
 		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
 		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
-	pg_cryptohash_free(ctx);
 }
 
 static char *

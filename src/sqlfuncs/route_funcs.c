@@ -16,6 +16,9 @@
 #include "postgres.h"
 
 #include "funcapi.h"
+#include "nodes/plannodes.h"
+#include "tcop/pquery.h"
+#include "utils/portal.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -72,15 +75,65 @@ routed_call(FunctionCallInfo fcinfo)
 }
 
 /*
- * run_routed routes and runs a call, streaming rows to 'sink'.
+ * call_is_statement says whether this call is the whole front statement:
+ * the portal running is one SELECT without FROM, WHERE or subplans whose
+ * only output column is this very call, with constants and parameters as
+ * its arguments, and not a holdable cursor (run at commit).  Nothing of
+ * the statement then runs after the call returns but sending its one
+ * value.
+ */
+static bool
+call_is_statement(FunctionCallInfo fcinfo)
+{
+	Portal		portal = ActivePortal;
+	PlannedStmt *stmt;
+	Plan	   *plan;
+	TargetEntry *tle;
+	ListCell   *lc;
+
+	if (portal == NULL || list_length(portal->stmts) != 1 ||
+		(portal->cursorOptions & CURSOR_OPT_HOLD) || fcinfo->flinfo->fn_expr == NULL)
+		return false;
+	stmt = linitial(portal->stmts);
+	if (!IsA(stmt, PlannedStmt) || stmt->commandType != CMD_SELECT ||
+		stmt->utilityStmt != NULL || stmt->hasModifyingCTE || stmt->subplans != NIL)
+		return false;
+	plan = stmt->planTree;
+	if (plan == NULL || !IsA(plan, Result) || plan->lefttree != NULL ||
+		plan->qual != NIL || plan->initPlan != NIL ||
+		((Result *) plan)->resconstantqual != NULL ||
+		list_length(plan->targetlist) != 1)
+		return false;
+	tle = linitial_node(TargetEntry, plan->targetlist);
+	if ((Node *) tle->expr != fcinfo->flinfo->fn_expr || !IsA(tle->expr, FuncExpr))
+		return false;
+	foreach(lc, ((FuncExpr *) tle->expr)->args)
+	{
+		Node	   *arg = lfirst(lc);
+
+		if (!IsA(arg, Const) && !(IsA(arg, Param) && ((Param *) arg)->paramkind == PARAM_EXTERN))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * run_routed routes and runs a call, streaming rows to 'sink'.  A write
+ * that is the whole front statement may commit on its shard in one round
+ * trip (RemoteMayCommitAlone).
  */
 static int64
 run_routed(FunctionCallInfo fcinfo, CdRowSink *sink)
 {
 	RoutedCall	call = routed_call(fcinfo);
+	bool		alone = call.is_write && call_is_statement(fcinfo);
+	int64		rows;
 
-	return RouterExecute(VARDATA_ANY(call.key), VARSIZE_ANY_EXHDR(call.key), call.sql,
+	RemoteMayCommitAlone(alone);
+	rows = RouterExecute(VARDATA_ANY(call.key), VARSIZE_ANY_EXHDR(call.key), call.sql,
 						 call.nparams, call.params, sink, call.is_write);
+	RemoteMayCommitAlone(false);
+	return rows;
 }
 
 /*
