@@ -494,6 +494,7 @@ extern void AdapterRefuse(CdRemoteError *err, const char *sqlstate,
 extern char *AdapterHexBytes(const char *data, int len);
 extern char *AdapterQuoteIdent(const char *ident, char quote);
 extern char *AdapterQuoteStandardIdent(const char *ident);
+extern char *AdapterConninfoHostPort(const char *conninfo);
 extern char *AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n);
 extern char *AdapterQualifiedName(const CdAdapter *adapter, const char *schema,
 								  const char *name);

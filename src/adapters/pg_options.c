@@ -93,3 +93,44 @@ PgValidOptions(Oid catalog)
 		return pstrdup("user, password, sslpassword");
 	return pstrdup("the libpq connection keywords (host, port, dbname, sslmode, connect_timeout, ...) except user, password and client_encoding");
 }
+
+/*
+ * AdapterConninfoHostPort describes where a libpq connection string
+ * (keyword/value or URI, as in primary_conninfo) points, as
+ * 'host "h", port p' from its first host and port, or NULL when it names
+ * no host or cannot be parsed.  Nothing else of the string, which may
+ * hold a password, reaches the result.
+ */
+char *
+AdapterConninfoHostPort(const char *conninfo)
+{
+	PQconninfoOption *opts;
+	char	   *host = NULL;
+	char	   *port = NULL;
+	char	   *result = NULL;
+
+	opts = PQconninfoParse(conninfo, NULL);
+	if (opts == NULL)
+		return NULL;
+	for (PQconninfoOption *o = opts; o->keyword; o++)
+	{
+		if (o->val == NULL || o->val[0] == '\0')
+			continue;
+		if (strcmp(o->keyword, "host") == 0 ||
+			(host == NULL && strcmp(o->keyword, "hostaddr") == 0))
+			host = o->val;
+		else if (strcmp(o->keyword, "port") == 0)
+			port = o->val;
+	}
+	if (host)
+	{
+		int			hlen = strcspn(host, ",");
+		int			plen = port ? strcspn(port, ",") : 0;
+
+		result = plen > 0 ?
+			psprintf("host \"%.*s\", port %.*s", hlen, host, plen, port) :
+			psprintf("host \"%.*s\"", hlen, host);
+	}
+	PQconninfoFree(opts);
+	return result;
+}

@@ -33,12 +33,12 @@
 #include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "foreign/foreign.h"
-#include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
 #include "parser/parsetree.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 
+#include "adapters/adapter.h"
 #include "catalog/catalog.h"
 #include "collegedb.h"
 
@@ -58,96 +58,6 @@ CatalogStandbyInit(void)
 }
 
 /*
- * conninfo_value reads the value of keyword 'key' from a keyword/value
- * connection string (values may be single-quoted, with backslash escapes);
- * NULL when it is not there.  A URI is read for its host and port only.
- */
-static char *
-conninfo_value(const char *conninfo, const char *key)
-{
-	const char *p = conninfo;
-	bool		is_host = strcmp(key, "host") == 0;
-
-	if (strncmp(p, "postgresql://", 13) == 0 || strncmp(p, "postgres://", 11) == 0)
-	{
-		const char *at;
-		const char *end;
-		const char *hend;
-
-		p = strstr(p, "://") + 3;
-		end = p + strcspn(p, "/?");
-		at = memchr(p, '@', end - p);
-		if (at)
-			p = at + 1;
-		end = p + strcspn(p, ",/?");
-		if (p[0] == '[')		/* an IPv6 address */
-		{
-			p++;
-			hend = memchr(p, ']', end - p);
-			if (hend == NULL)
-				return NULL;
-		}
-		else
-			hend = p + strcspn(p, ":,/?");
-		if (is_host)
-			return hend > p ? pnstrdup(p, hend - p) : NULL;
-		if (*hend == ']')
-			hend++;
-		if (strcmp(key, "port") == 0 && *hend == ':' && end > hend + 1)
-			return pnstrdup(hend + 1, end - hend - 1);
-		return NULL;
-	}
-
-	while (*p)
-	{
-		const char *kstart;
-		size_t		klen;
-		StringInfoData value;
-
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (*p == '\0')
-			break;
-		kstart = p;
-		while (*p && *p != '=' && *p != ' ' && *p != '\t')
-			p++;
-		klen = p - kstart;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p != '=')
-			return NULL;		/* not a connection string we can read */
-		p++;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		initStringInfo(&value);
-		if (*p == '\'')
-		{
-			for (p++; *p && *p != '\''; p++)
-			{
-				if (*p == '\\' && p[1])
-					p++;
-				appendStringInfoChar(&value, *p);
-			}
-			if (*p == '\'')
-				p++;
-		}
-		else
-		{
-			for (; *p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r'; p++)
-			{
-				if (*p == '\\' && p[1])
-					p++;
-				appendStringInfoChar(&value, *p);
-			}
-		}
-		if (klen == strlen(key) && strncmp(kstart, key, klen) == 0)
-			return value.len > 0 ? value.data : NULL;
-		pfree(value.data);
-	}
-	return NULL;
-}
-
-/*
  * CatalogPrimaryName describes the primary this standby streams from, as
  * 'host "h", port p' from primary_conninfo, or NULL when it names no host.
  */
@@ -155,18 +65,10 @@ char *
 CatalogPrimaryName(void)
 {
 	const char *conninfo = GetConfigOption("primary_conninfo", true, false);
-	char	   *host;
-	char	   *port;
 
 	if (conninfo == NULL || conninfo[0] == '\0')
 		return NULL;
-	host = conninfo_value(conninfo, "host");
-	if (host == NULL)
-		host = conninfo_value(conninfo, "hostaddr");
-	if (host == NULL)
-		return NULL;
-	port = conninfo_value(conninfo, "port");
-	return port ? psprintf("host \"%s\", port %s", host, port) : psprintf("host \"%s\"", host);
+	return AdapterConninfoHostPort(conninfo);
 }
 
 /*
