@@ -36,6 +36,7 @@
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 #include "worker/jobs.h"
+#include "worker/progress.h"
 #include "worker/launcher.h"
 #include "worker/slot_moves.h"
 
@@ -381,6 +382,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 	TimestampTz deadline = ArgDeadline(fcinfo, 1);
 	TupleDesc	desc;
 	HeapTuple	tuple = NULL;
+	TimestampTz report_at = JobProgressStart();
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "wait_for_job must return a row");
@@ -413,6 +415,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 							 "No coordinator runs in this database now: collegedb must be in shared_preload_libraries, and collegedb.database empty or naming this database.") :
 					 errhint("Wait again, or cancel it with collegedb.cancel_job().")));
 		}
+		JobProgressReport(id, &report_at);
 		SqlfuncsPause(100);
 	}
 	PG_RETURN_DATUM(heap_copy_tuple_as_datum(tuple, BlessTupleDesc(desc)));
