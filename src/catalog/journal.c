@@ -877,7 +877,8 @@ JournalSettleJobKey(int64 job_id, const char *stored, bool moved, const char *er
 						   "settled_at = clock_timestamp() "
 						   "WHERE job_id = $1 AND key = $2", 2, types, values, NULL, false, NULL);
 	else if (error == NULL)
-		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, settled_at = clock_timestamp(), "
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+						   "settled_at = clock_timestamp(), "
 						   "error = (SELECT error FROM collegedb.move WHERE id = $3) "
 						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
 						   3, types, values, NULL, false, NULL);
@@ -885,7 +886,8 @@ JournalSettleJobKey(int64 job_id, const char *stored, bool moved, const char *er
 	{
 		types[2] = TEXTOID;
 		values[2] = CStringGetTextDatum(error);
-		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, settled_at = clock_timestamp(), "
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+						   "settled_at = clock_timestamp(), "
 						   "error = " REDACT_KEY("$3", "raw_key", "key") " "
 						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
 						   3, types, values, NULL, false, NULL);

@@ -373,7 +373,8 @@ SqlfuncsPause(int ms)
  * collegedb_wait_for_job waits until a job has ended and returns its row of
  * collegedb.jobs; when the timeout passes first, it fails with
  * query_canceled, naming the job and its state.  Each look takes a new
- * snapshot (in READ COMMITTED), so the job's progress is seen.
+ * snapshot (in READ COMMITTED), so the job's progress is seen, and
+ * reported about once a second (worker/progress.c).
  */
 Datum
 collegedb_wait_for_job(PG_FUNCTION_ARGS)

@@ -422,7 +422,7 @@ wait_reporting(BackgroundWorkerHandle *handle, volatile JobRequest *req)
 
 /*
  * JobLaunchAndWait hands a job to a dynamic worker and waits until it has
- * run; returns the job's id.  The caller reads the outcome from
+ * run, reporting its progress meanwhile; returns the job's id.  The caller reads the outcome from
  * collegedb.job.
  */
 int64

@@ -64,6 +64,8 @@ JobProgressReport(int64 job_id, TimestampTz *next_at)
 		appendStringInfo(&line, ", %.1f keys/s", rate);
 	if (left >= 0)
 		appendStringInfo(&line, ", about %.0f s left", ceil(left));
-	ereport(NOTICE, (errcode(ERRCODE_SUCCESSFUL_COMPLETION), errmsg_internal("%s", line.data)));
+	ereport(NOTICE,
+			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+			 errmsg_internal("%s", line.data)));
 	pfree(line.data);
 }
