@@ -148,6 +148,11 @@ ok(!(grep { $_->[1] != $nkeys } @lines), "every line counts $nkeys keys planned"
 ok(!(grep { $_->[2] != int(100 * $_->[0] / $_->[1]) } @lines), 'each percent is keys done of keys planned');
 is(count_on('s1'), $nkeys, 'every key is back on s1');
 
+# a job that has ended: wait_for_job returns at once, without a line
+($out, $err) = psql_with_stderr(qq{SELECT state FROM collegedb.wait_for_job($wjob)});
+is($out, 'done', 'wait_for_job of an ended job returns it');
+unlike($err, qr/NOTICE/, '... and prints no progress line');
+
 # --- the same with collegedb.progress_notices off -------------------------------------
 
 all_to('s2');
