@@ -7,7 +7,8 @@
 # map, a topology group with a channel, a role granted routing, finished jobs and moves,
 # and one move in flight: paused after its step 'copied' when pg_dump -Fc runs, then
 # finished by the old front, so the dump's journal is behind the shards.  'comp'
-# (computed placement) has two epochs and exceptions, dumped in plain format.  The old
+# (computed placement) has two epochs and exceptions, dumped in plain format.  'reb' is
+# dumped while a scheduled rebalance runs, its first move paused after 'copied'.  The old
 # front's roles go over with pg_dumpall --globals-only, then the old front stops, as a
 # dead front would.
 #
@@ -19,7 +20,8 @@
 # the routing role and through the foreign table; the move in flight is resumed by the
 # restored coordinator and ends with its key where the old front put it; job and move
 # ids go on from the dumped ones; a rebalance drains a shard; the topology group takes
-# a new state; a computed key resolves through its exception.
+# a new state; a computed key resolves through its exception; the rebalance in flight
+# runs again to done with every key moved once.
 use strict;
 use warnings;
 
@@ -30,7 +32,7 @@ use CollegeDB::TestHarness;
 my %conf = (max_worker_processes => 20, log_statement => 'none', 'collegedb.recovery_interval' => '1s');
 my $old = front_node('old', conf => \%conf);
 my $pg  = pg_shard_node('shards', conf => { log_statement => 'none' });
-$pg->safe_psql('postgres', "CREATE DATABASE $_") for qw(p pc1 pc2);
+$pg->safe_psql('postgres', "CREATE DATABASE $_") for qw(p pc1 pc2 r1 r2);
 my $mdb    = start_mariadb();
 my $mydb   = mysql_database($mdb);
 my $dir    = sqlite_dir();
@@ -43,6 +45,7 @@ $old->safe_psql('postgres', q{
 	CREATE ROLE cd_app LOGIN;
 	CREATE DATABASE app;
 	CREATE DATABASE comp;
+	CREATE DATABASE reb;
 });
 
 # --- the old front's 'app': KV placement on three dialects ---------------------------
@@ -88,6 +91,24 @@ sub other_shard
 my $t1 = other_shard($old, 'app', 'k1');
 $old->safe_psql('app', qq{SELECT collegedb.reassign_shard('k1', '$t1')});
 
+# 'reb': a rebalance draining r1 into r2, one key at a time
+$old->safe_psql('reb', qq{
+	CREATE EXTENSION collegedb;
+	CREATE SERVER r1 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'r1') ]});
+	CREATE SERVER r2 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'r2') ]});
+	CREATE USER MAPPING FOR PUBLIC SERVER r1 OPTIONS (user 'postgres');
+	CREATE USER MAPPING FOR PUBLIC SERVER r2 OPTIONS (user 'postgres');
+	SELECT collegedb.add_shard('r1');
+	SELECT collegedb.add_shard('r2');
+	SELECT collegedb.set_shard_state('r2', writable => false);
+	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE items (id TEXT PRIMARY KEY, v INTEGER)');
+	SELECT collegedb.register_table('items', 'id');
+	SELECT sum(collegedb.run('r' || i, 'INSERT INTO items VALUES (\$1, \$2)', 'r' || i, i))
+	  FROM generate_series(1, 20) AS i;
+	SELECT collegedb.set_shard_state('r2', writable => true);
+	SELECT collegedb.set_shard_state('r1', drain => 'draining');
+});
+
 # the move in flight: paused after 'copied' while pg_dump runs
 $old->safe_psql('postgres',
 	"ALTER SYSTEM SET collegedb.test_pause_after_step = 'copied'; SELECT pg_reload_conf()");
@@ -95,9 +116,16 @@ ok(poll_until($old, 'SHOW collegedb.test_pause_after_step', 'copied', 30), 'old 
 my $t2  = other_shard($old, 'app', 'k2');
 my $off = -s $old->logfile;
 my $mover = psql_start($old, qq{SELECT collegedb.reassign_shard('k2', '$t2') IS NOT NULL}, dbname => 'app');
-my ($mover_pid, $move_id) =
+my ($mover_pid, $move_id, $after_k2) =
   wait_for_log_match($old, qr/\[(\d+)\] LOG:  collegedb: move (\d+) paused after step copied\b/, $off, 60);
 ok($move_id, "old front: move $move_id of k2 to $t2 paused after copied");
+
+# the rebalance in flight: its first move paused after 'copied', the other keys pending
+my $reb_job = $old->safe_psql('reb', q{SELECT collegedb.schedule_rebalance('items', concurrency => 1)});
+my (undef, $reb_move) =
+  wait_for_log_match($old, qr/\[(\d+)\] LOG:  collegedb: move (\d+) paused after step copied\b/, $after_k2, 60);
+ok($reb_move, "old front: rebalance job $reb_job paused its move $reb_move after copied");
+$old->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/reb.dump", '-d', 'reb' ], 'pg_dump -Fc of reb, its rebalance running');
 
 $old->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/app.dump", '-d', 'app' ], 'pg_dump -Fc of app');
 my $dumped_job = $old->safe_psql('app', 'SELECT max(id) FROM collegedb.job');
@@ -268,5 +296,22 @@ my $comp_after = views($new, 'comp', qw(shards settings tables epochs mapping));
 is($comp_after->{$_}, $comp_before->{$_}, "comp: collegedb.$_ is as on the old front")
   for qw(shards settings tables epochs mapping);
 like($comp_routes, qr/:exception/, 'comp: some keys route through their exception');
+
+# reb: the rebalance in flight at the dump (and still at the old front's end) is run
+# again by the restored coordinator, its paused move resumed
+$new->safe_psql('postgres', 'CREATE DATABASE reb');
+$new->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'reb', "$tmp/reb.dump" ], 'pg_restore of reb');
+ok( poll_until(
+		$new, qq{SELECT state || '/' || keys_done || '/' || keys_planned || '/' || failed
+		           FROM collegedb.jobs WHERE id = $reb_job}, 'done/20/20/0', 90, 'reb'),
+	'reb: the restored rebalance job ends done, every key moved');
+ok(poll_until($new, q{SELECT count(*) FROM collegedb.moves WHERE step <> 'done'}, '0', 60, 'reb'),
+	"reb: every move is done, also move $reb_move paused at the dump");
+is( $new->safe_psql('reb', q{
+		SELECT (SELECT count(*) FROM collegedb.all_on_shard('r1', 'SELECT id FROM items')) || '/' ||
+		       (SELECT count(*) FROM collegedb.all_on_shard('r2', 'SELECT id FROM items')) || '/' ||
+		       (SELECT count(*) FROM generate_series(1, 20) AS i
+		         WHERE (SELECT count(*) FROM collegedb.all_json('r' || i, 'SELECT v FROM items WHERE id = $1', 'r' || i)) = 1)}),
+	'0/20/20', 'reb: every key is on r2 once and readable');
 
 done_testing();
