@@ -41,6 +41,15 @@ my $nkeys  = 60;
 my @keys   = ((map { "k$_" } 1 .. $nkeys), 'rec-1', 'mail-1', 'phone-1');
 my @ckeys  = map { "c$_" } 1 .. 40;
 
+# The servers and user mappings of PostgreSQL shards, each on the database of its name.
+sub pg_servers
+{
+	return join '', map {
+		"CREATE SERVER $_ FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => $_) ]});\n"
+		  . "CREATE USER MAPPING FOR PUBLIC SERVER $_ OPTIONS (user 'postgres');\n"
+	} @_;
+}
+
 $old->safe_psql('postgres', q{
 	CREATE ROLE cd_app LOGIN;
 	CREATE DATABASE app;
@@ -94,10 +103,7 @@ $old->safe_psql('app', qq{SELECT collegedb.reassign_shard('k1', '$t1')});
 # 'reb': a rebalance draining r1 into r2, one key at a time
 $old->safe_psql('reb', qq{
 	CREATE EXTENSION collegedb;
-	CREATE SERVER r1 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'r1') ]});
-	CREATE SERVER r2 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'r2') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER r1 OPTIONS (user 'postgres');
-	CREATE USER MAPPING FOR PUBLIC SERVER r2 OPTIONS (user 'postgres');
+	@{[ pg_servers('r1', 'r2') ]}
 	SELECT collegedb.add_shard('r1');
 	SELECT collegedb.add_shard('r2');
 	SELECT collegedb.set_shard_state('r2', writable => false);
@@ -145,10 +151,7 @@ ok(poll_until($old, q{SELECT count(*) FROM collegedb.jobs WHERE state IN ('queue
 
 $old->safe_psql('comp', qq{
 	CREATE EXTENSION collegedb;
-	CREATE SERVER pc1 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'pc1') ]});
-	CREATE SERVER pc2 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'pc2') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER pc1 OPTIONS (user 'postgres');
-	CREATE USER MAPPING FOR PUBLIC SERVER pc2 OPTIONS (user 'postgres');
+	@{[ pg_servers('pc1', 'pc2') ]}
 	CREATE SERVER c FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options("$dir/c.db") ]});
 	SELECT collegedb.configure(placement => 'computed');
 	SELECT collegedb.add_shard('pc1');
