@@ -80,6 +80,7 @@ OBJS = \
 	src/sqlfuncs/topology_funcs.o \
 	src/sqlfuncs/twophase_funcs.o \
 	src/worker/coordinator.o \
+	src/worker/progress.o \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \

@@ -1093,6 +1093,89 @@ REVOKE ALL ON collegedb.prepared_transactions FROM PUBLIC;
 
 
 /* ------------------------------------------------------------------------
+ * Issue 20: dump and progress.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * pg_dump of a front dumps the rows of every catalog table and the state
+ * of every sequence, so that pg_restore into a new database (whose CREATE
+ * EXTENSION runs first) rebuilds the whole configuration and job ids and
+ * move ids continue.  job_key and the sequences were not marked by 0.1.
+ * Jobs, moves and their keys are restored as they were dumped: the
+ * restored coordinator finds their holders gone and resumes them, each
+ * step being idempotent against the shards' state.  commit_decision stays
+ * unmarked: its rows name the cluster and database that wrote them.
+ */
+SELECT pg_catalog.pg_extension_config_dump('collegedb.job_key', '');
+SELECT pg_catalog.pg_extension_config_dump('collegedb.job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('collegedb.move_id_seq', '');
+
+/*
+ * config_restore lets a restore's copy of the settings row replace the
+ * default row that CREATE EXTENSION inserted: collegedb.config holds one
+ * row, and only a restore inserts one (configure() updates it).
+ */
+CREATE FUNCTION collegedb.config_restore()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM collegedb.config;
+    RETURN NEW;
+END
+$$;
+REVOKE ALL ON FUNCTION collegedb.config_restore() FROM PUBLIC;
+
+CREATE TRIGGER config_restore
+  BEFORE INSERT ON collegedb.config
+  FOR EACH ROW EXECUTE FUNCTION collegedb.config_restore();
+
+/*
+ * Progress of a rebalance or a slot move: each planned key records when it
+ * was planned and when it settled (moved or failed), in the transactions
+ * that already write its row, so collegedb.jobs derives keys done, the
+ * rate and the time left without further writes.
+ */
+ALTER TABLE collegedb.job_key
+    ADD COLUMN planned_at timestamptz NOT NULL DEFAULT now(),
+    ADD COLUMN settled_at timestamptz;
+
+CREATE OR REPLACE VIEW collegedb.jobs AS
+SELECT j.id, j.kind, j.table_name, j.state,
+       coalesce(k.examined, 0) + coalesce((j.result->>'agreed')::bigint, 0) AS examined,
+       coalesce((j.result->>'agreed')::bigint, 0) AS agreed,
+       coalesce(k.moved, 0) AS moved,
+       coalesce(k.failed, 0) AS failed,
+       j.concurrency, j.cancel_requested, j.last_error, j.result,
+       j.created_at, j.started_at, j.finished_at,
+       p.keys_done, p.keys_planned,
+       round(100.0 * p.keys_done / nullif(p.keys_planned, 0), 1) AS percent,
+       p.keys_per_second,
+       CASE WHEN j.state = 'running' AND p.keys_per_second > 0
+            THEN make_interval(secs => round((p.keys_planned - p.keys_done) / p.keys_per_second, 1)::double precision)
+       END AS time_left
+  FROM collegedb.job j
+  LEFT JOIN (SELECT job_id, count(*) AS examined,
+                    count(*) FILTER (WHERE state = 'moved') AS moved,
+                    count(*) FILTER (WHERE state = 'failed') AS failed,
+                    min(planned_at) AS first_planned,
+                    max(settled_at) AS last_settled
+               FROM collegedb.job_key GROUP BY job_id) k ON k.job_id = j.id
+  CROSS JOIN LATERAL (
+       SELECT CASE WHEN j.kind <> 'move' THEN coalesce(k.moved, 0) + coalesce(k.failed, 0) END AS keys_done,
+              CASE WHEN j.kind <> 'move' THEN coalesce(k.examined, 0) END AS keys_planned,
+              CASE WHEN j.kind <> 'move' AND coalesce(k.moved, 0) + coalesce(k.failed, 0) > 0
+                        AND (CASE WHEN j.state = 'running' THEN clock_timestamp() ELSE k.last_settled END)
+                            > k.first_planned
+                   THEN round((k.moved + k.failed) /
+                              extract(epoch FROM (CASE WHEN j.state = 'running' THEN clock_timestamp()
+                                                       ELSE k.last_settled END) - k.first_planned), 1)
+              END AS keys_per_second) p
+ ORDER BY j.id;
+
+
+/* ------------------------------------------------------------------------
  * Grant sets (keep last): 0.1's list with the functions and views added
  * since.
  * ------------------------------------------------------------------------ */

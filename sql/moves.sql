@@ -2,6 +2,8 @@
 -- SQLite shards and a PostgreSQL shard (the test server itself).
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- progress NOTICEs depend on timing
+SET collegedb.progress_notices = off;
 \i sql/common/env.sql
 -- statements here write on several SQLite shards at once, which cannot
 -- take part in one two-phase commit (see twophase.sql): they commit in turn

@@ -7,6 +7,8 @@
 -- keys only off shards that take none.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- progress NOTICEs depend on timing
+SET collegedb.progress_notices = off;
 \i sql/common/env.sql
 -- statements here write on several SQLite shards at once, which cannot
 -- take part in one two-phase commit (see twophase.sql): they commit in turn

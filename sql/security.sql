@@ -7,6 +7,8 @@
 -- passwords.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- progress NOTICEs depend on timing
+SET collegedb.progress_notices = off;
 \i sql/common/env.sql
 SELECT current_user AS me \gset
 

@@ -3,6 +3,8 @@
 -- an SQLite (db-a), a PostgreSQL (db-b) and a MySQL (db-c) shard.
 CREATE EXTENSION collegedb;
 \set VERBOSITY terse
+-- progress NOTICEs depend on timing
+SET collegedb.progress_notices = off;
 \getenv sqlite_dir COLLEGEDB_TEST_SQLITE_DIR
 \getenv pg_port COLLEGEDB_TEST_PG_PORT
 \getenv my_port COLLEGEDB_TEST_MYSQL_PORT

@@ -31,6 +31,7 @@ int			CollegeFanoutTimeout = 10000;
 int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
 int			CollegeMoveMaxAttempts = 8;
+bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
 char	   *CollegeTargetRegion = NULL;
 char	   *CollegeTestPauseAfterDelivery = NULL;
@@ -176,6 +177,15 @@ GucInit(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("collegedb.progress_notices",
+							 "Makes wait_for_job and the synchronous rebalance and move_slot report a running job's progress as a NOTICE about once a second.",
+							 NULL,
+							 &CollegeProgressNotices,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("collegedb.recovery_interval",
 							"Sets how often the coordinator resolves prepared transactions left on the shards.",

@@ -745,6 +745,35 @@ JournalJobView(int64 job_id, CdCatalogRows *rows)
 }
 
 /*
+ * JournalJobProgress reads a running rebalance's or slot move's progress
+ * from collegedb.jobs (with a new snapshot): keys done and planned, keys
+ * per second and seconds left (both < 0 when not known yet); false when
+ * the job is not running or has no keys planned yet.
+ */
+bool
+JournalJobProgress(int64 job_id, int64 *done, int64 *planned, double *rate, double *left)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		d;
+
+	if (CatalogExec("SELECT keys_done, keys_planned, keys_per_second::float8, "
+					"extract(epoch FROM time_left)::float8 FROM collegedb.jobs "
+					"WHERE id = $1 AND state = 'running' AND keys_planned > 0",
+					1, types, values, NULL, false, &rows) == 0)
+		return false;
+	*done = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
+	*planned = DatumGetInt64(CatalogValue(&rows, 0, 2, &isnull));
+	d = CatalogValue(&rows, 0, 3, &isnull);
+	*rate = isnull ? -1 : DatumGetFloat8(d);
+	d = CatalogValue(&rows, 0, 4, &isnull);
+	*left = isnull ? -1 : DatumGetFloat8(d);
+	return true;
+}
+
+/*
  * JournalRebalanceResult reads a rebalance job's counts and its failed keys
  * (examined, agreed, moved bigint, failed jsonb) into 'rows'.
  */
@@ -794,7 +823,8 @@ JournalPlanJobKeys(int64 job_id, List *keys)
 		(void) CatalogExec("INSERT INTO collegedb.job_key (job_id, key, source, target, raw_key) "
 						   "VALUES ($1, $2, $3, $4, $5) "
 						   "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
-						   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key",
+						   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key, "
+						   "planned_at = now(), settled_at = NULL",
 						   5, types, values, NULL, false, NULL);
 	}
 	(void) CatalogExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1",
@@ -843,10 +873,12 @@ JournalSettleJobKey(int64 job_id, const char *stored, bool moved, const char *er
 	values[1] = CStringGetTextDatum(stored);
 	values[2] = Int64GetDatum(move_id);
 	if (moved)
-		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL "
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL, "
+						   "settled_at = clock_timestamp() "
 						   "WHERE job_id = $1 AND key = $2", 2, types, values, NULL, false, NULL);
 	else if (error == NULL)
 		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+						   "settled_at = clock_timestamp(), "
 						   "error = (SELECT error FROM collegedb.move WHERE id = $3) "
 						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
 						   3, types, values, NULL, false, NULL);
@@ -855,6 +887,7 @@ JournalSettleJobKey(int64 job_id, const char *stored, bool moved, const char *er
 		types[2] = TEXTOID;
 		values[2] = CStringGetTextDatum(error);
 		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
+						   "settled_at = clock_timestamp(), "
 						   "error = " REDACT_KEY("$3", "raw_key", "key") " "
 						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
 						   3, types, values, NULL, false, NULL);

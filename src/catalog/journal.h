@@ -102,6 +102,8 @@ extern bool JournalNextQueuedJob(int64 *job_id, Oid *owner);
 extern bool JournalJobGoesOn(int64 job_id);
 extern bool JournalJobOutcome(int64 job_id, char **state, Jsonb **result, char **error);
 extern bool JournalJobView(int64 job_id, CdCatalogRows *rows);
+extern bool JournalJobProgress(int64 job_id, int64 *done, int64 *planned, double *rate,
+							   double *left);
 extern void JournalRebalanceResult(int64 job_id, CdCatalogRows *rows);
 
 /* the keys of jobs */

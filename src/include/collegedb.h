@@ -36,6 +36,7 @@ extern int	CollegeFanoutTimeout;
 extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;
 extern int	CollegeMoveMaxAttempts;
+extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;
 extern char *CollegeTargetRegion;
 extern char *CollegeTestPauseAfterDelivery;

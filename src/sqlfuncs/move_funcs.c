@@ -36,6 +36,7 @@
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 #include "worker/jobs.h"
+#include "worker/progress.h"
 #include "worker/launcher.h"
 #include "worker/slot_moves.h"
 
@@ -379,7 +380,8 @@ SqlfuncsPause(int ms)
  * collegedb_wait_for_job waits until a job has ended and returns its row of
  * collegedb.jobs; when the timeout passes first, it fails with
  * query_canceled, naming the job and its state.  Each look takes a new
- * snapshot (in READ COMMITTED), so the job's progress is seen.
+ * snapshot (in READ COMMITTED), so the job's progress is seen, and
+ * reported about once a second (worker/progress.c).
  */
 Datum
 collegedb_wait_for_job(PG_FUNCTION_ARGS)
@@ -388,6 +390,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 	TimestampTz deadline = ArgDeadline(fcinfo, 1);
 	TupleDesc	desc;
 	HeapTuple	tuple = NULL;
+	TimestampTz report_at = JobProgressStart();
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "wait_for_job must return a row");
@@ -420,6 +423,7 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 							 "No coordinator runs in this database now: collegedb must be in shared_preload_libraries, and collegedb.database empty or naming this database.") :
 					 errhint("Wait again, or cancel it with collegedb.cancel_job().")));
 		}
+		JobProgressReport(id, &report_at);
 		SqlfuncsPause(100);
 	}
 	PG_RETURN_DATUM(heap_copy_tuple_as_datum(tuple, BlessTupleDesc(desc)));

@@ -26,6 +26,7 @@
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -45,6 +46,7 @@
 #include "worker/jobs.h"
 #include "worker/movers.h"
 #include "worker/moves.h"
+#include "worker/progress.h"
 #include "worker/slot_moves.h"
 #include "worker/unit.h"
 
@@ -393,8 +395,34 @@ collegedb_job_main(Datum arg)
 }
 
 /*
+ * wait_reporting waits until a job's worker has exited, as
+ * WaitForBackgroundWorkerShutdown does, and meanwhile reports the job's
+ * progress once the worker has recorded it.
+ */
+static void
+wait_reporting(BackgroundWorkerHandle *handle, volatile JobRequest *req)
+{
+	TimestampTz report_at = JobProgressStart();
+	pid_t		pid;
+
+	while (GetBackgroundWorkerPid(handle, &pid) != BGWH_STOPPED)
+	{
+		int64		job_id;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		pg_read_barrier();
+		job_id = req->job_id;
+		if (job_id != 0)
+			JobProgressReport(job_id, &report_at);
+	}
+}
+
+/*
  * JobLaunchAndWait hands a job to a dynamic worker and waits until it has
- * run; returns the job's id.  The caller reads the outcome from
+ * run, reporting its progress meanwhile; returns the job's id.  The caller reads the outcome from
  * collegedb.job.
  */
 int64
@@ -446,7 +474,7 @@ JobLaunchAndWait(char kind, const char *table_name, const char *key,
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("the job's background worker did not start")));
-	(void) WaitForBackgroundWorkerShutdown(handle);
+	wait_reporting(handle, req);
 	job_id = req->job_id;
 	dsm_detach(seg);
 	if (job_id == 0)
