@@ -113,6 +113,10 @@ extern CdConnection **ConnectionParticipants(int *n);
 extern void ConnectionAtEnd(bool aborted);
 extern CdConnection *ConnectionAnyOpen(void);
 
+/* observe.c: what StatementTryBegin and StatementFinish report */
+extern void ObserveBegan(const CdShard *shard);
+extern void ObserveEnded(const CdShard *shard, int64 rows, bool internal, bool ok);
+
 /* twophase.c */
 extern void TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid);
 extern void ConnectionClose(CdConnection *conn);

@@ -226,8 +226,10 @@ StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 bool
 StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 {
-	CdConnection *conn = ConnectionGet(st->shard);
+	CdConnection *conn;
 
+	ObserveBegan(st->shard);
+	conn = ConnectionGet(st->shard);
 	memset(problem, 0, sizeof(*problem));
 	st->conn = conn;
 	st->nsetup = 0;
@@ -329,6 +331,7 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 
 	conn->in_flight = false;
 	ShmemCountStatement(st->shard->name, !ok);
+	ObserveEnded(st->shard, st->rows, (st->flags & CD_EXEC_INTERNAL) != 0, ok);
 	if (ok || !st->err.connection_lost)
 	{
 		/* an adapter's refusal before sending opened nothing on the shard */

@@ -159,6 +159,7 @@ undo_failure(FanoutWork *w)
 static void
 finish(FanoutWork *w, bool ok, int64 rows)
 {
+	w->st.rows = rows;
 	if (StatementFinish(&w->st, ok, w->attempt))
 	{
 		w->attempt++;
