@@ -102,6 +102,8 @@ extern bool StatementTryBegin(CdStatement *st, CdStatementProblem *problem);
 extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
 extern void StatementRaise(CdStatement *st);
+extern void StatementContextPush(CdStatement *st, ErrorContextCallback *callback);
+extern void StatementContextPop(ErrorContextCallback *callback);
 
 extern bool ConnectionIsOpen(const CdShard *shard);
 extern bool ConnectionExecList(CdConnection *conn, const char *const *list,

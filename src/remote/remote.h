@@ -64,6 +64,7 @@ typedef enum CdRemoteOp
 extern int	RemoteSqlstate(const char *sqlstate);
 extern void RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 						const char *sql, const CdRemoteError *err) pg_attribute_noreturn();
+extern char *RemoteErrorText(const ErrorData *edata);
 
 /* execute.c */
 extern int64 RemoteExecute(const CdShard *shard, const char *sql,

@@ -131,8 +131,10 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 	for (int attempt = 0;; attempt++)
 	{
 		bool		ok;
+		ErrorContextCallback context;
 
 		StatementBegin(&st);
+		StatementContextPush(&st, &context);
 		if (adapter->caps.pipelining && adapter->guard_setup)
 		{
 			char	   *guard = psprintf(adapter->guard_setup, quote_literal_cstr(kp.str));
@@ -146,6 +148,7 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 							   nparams, params, st.flags, sink, &st.rows, &st.err);
 			if (!ok && strcmp(st.err.sqlstate, CD_GUARD_MOVED_SQLSTATE) == 0)
 			{
+				StatementContextPop(&context);
 				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
 				(void) StatementFinish(&st, true, attempt);
 				ConnectionUndoGuard(st.conn, st.was_open);
@@ -163,6 +166,7 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 			{
 				CdParam    *row = linitial(found.rows);
 
+				StatementContextPop(&context);
 				*moved_to = pstrdup(row[0].str ? row[0].str : "");
 				(void) StatementFinish(&st, true, attempt);
 
@@ -181,6 +185,7 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 				ok = adapter->exec(st.conn->handle, 0, NULL, sql, nparams, params,
 								   st.flags, sink, &st.rows, &st.err);
 		}
+		StatementContextPop(&context);
 		if (StatementFinish(&st, ok, attempt))
 			continue;
 		if (ok)
