@@ -228,6 +228,21 @@ entry_init(ShardActivityEntry *entry)
 }
 
 /*
+ * by_shard_name creates a backend-lifetime hash table of 'entrysize'
+ * entries keyed by shard name.
+ */
+static HTAB *
+by_shard_name(const char *name, Size entrysize)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = entrysize;
+	ctl.hcxt = TopMemoryContext;
+	return hash_create(name, 32, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/*
  * backend_entry finds (creating) a shard's entry in this backend's own
  * table, used without preload.
  */
@@ -238,15 +253,8 @@ backend_entry(const char *key)
 	bool		found;
 
 	if (backend_activity == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = NAMEDATALEN;
-		ctl.entrysize = sizeof(ShardActivityEntry);
-		ctl.hcxt = TopMemoryContext;
-		backend_activity = hash_create("collegedb backend activity", 32, &ctl,
-									   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
+		backend_activity = by_shard_name("collegedb backend activity",
+										 sizeof(ShardActivityEntry));
 	entry = hash_search(backend_activity, key, HASH_ENTER, &found);
 	if (!found)
 		entry_init(entry);
@@ -271,15 +279,7 @@ activity_entry(const char *shard)
 		return backend_entry(key);
 	}
 	if (local_activity == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = NAMEDATALEN;
-		ctl.entrysize = sizeof(LocalActivity);
-		ctl.hcxt = TopMemoryContext;
-		local_activity = hash_create("collegedb local activity", 32, &ctl,
-									 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
+		local_activity = by_shard_name("collegedb local activity", sizeof(LocalActivity));
 
 	strlcpy(key, shard, NAMEDATALEN);
 	local = hash_search(local_activity, key, HASH_FIND, NULL);
