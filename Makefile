@@ -35,6 +35,7 @@ OBJS = \
 	src/remote/connection.o \
 	src/remote/values.o \
 	src/remote/errors.o \
+	src/remote/observe.o \
 	src/remote/execute.o \
 	src/remote/fanout.o \
 	src/remote/tombstones.o \

@@ -1176,6 +1176,35 @@ SELECT j.id, j.kind, j.table_name, j.state,
 
 
 /* ------------------------------------------------------------------------
+ * Issue 20: explain and health.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * shard_health_list gives one row per registered shard (README
+ * "Monitoring"): whether its last contact succeeded (NULL: never tried),
+ * when it last answered, its last error and when, this backend's open
+ * connections to it, the statements and errors counted (by every backend
+ * when collegedb is preloaded, scope 'server'; else by this one, scope
+ * 'backend'), its size (NULL when it cannot be measured now), its stored
+ * key count (NULL under computed placement) and its state.
+ */
+CREATE FUNCTION collegedb.shard_health_list()
+RETURNS TABLE (shard text, dialect text, reachable boolean, last_contact timestamptz,
+               last_error text, last_error_at timestamptz, connections integer,
+               statements bigint, errors bigint, scope text, size_bytes bigint,
+               key_count bigint, drain text, writable boolean)
+AS 'MODULE_PATHNAME', 'collegedb_shard_health_list'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION collegedb.shard_health_list() FROM PUBLIC;
+
+CREATE VIEW collegedb.shard_health AS
+SELECT shard, dialect, reachable, last_contact, last_error, last_error_at, connections,
+       statements, errors, scope, size_bytes, key_count, drain, writable
+  FROM collegedb.shard_health_list();
+REVOKE ALL ON collegedb.shard_health FROM PUBLIC;
+
+
+/* ------------------------------------------------------------------------
  * Grant sets (keep last): 0.1's list with the functions and views added
  * since.
  * ------------------------------------------------------------------------ */
@@ -1263,7 +1292,10 @@ AS $$
         -- admin: two-phase commit's in-doubt transactions
         ('admin', 'function', 'recover_prepared_transactions'),
         ('admin', 'function', 'prepared_transactions_list'),
-        ('admin', 'view', 'prepared_transactions')
+        ('admin', 'view', 'prepared_transactions'),
+        -- admin: monitoring, each shard's health
+        ('admin', 'function', 'shard_health_list'),
+        ('admin', 'view', 'shard_health')
       ) AS s(kind, object_type, name)
      WHERE s.kind = privilege_set.kind
 $$;

@@ -16,6 +16,13 @@
  * hash table (collegedb.max_shards entries); a backend remembers where its
  * shards' entries are, so counting a statement takes no lock once warm.
  *
+ * Each shard's entry also says when a statement or connection last
+ * succeeded there and when one last failed, with what message (the health
+ * of a shard, collegedb.shard_health): the time of the last success is an
+ * atomic, the last error is under the entry's spinlock, taken only when
+ * something failed or is read.  Without preload the same entries live in
+ * the backend's own memory: the view then shows what this backend saw.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -25,8 +32,10 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "collegedb.h"
 
@@ -35,6 +44,10 @@ typedef struct ShardActivityEntry
 	char		shard[NAMEDATALEN]; /* hash key */
 	pg_atomic_uint64 statements;
 	pg_atomic_uint64 errors;
+	pg_atomic_uint64 last_ok;	/* TimestampTz; 0: never */
+	slock_t		mutex;			/* protects the last error */
+	TimestampTz last_error_at;	/* 0: never */
+	char		last_error[CD_HEALTH_ERROR_LEN];
 } ShardActivityEntry;
 
 typedef struct LocalActivity
@@ -76,12 +89,14 @@ static bool preloaded = false;
 static CollegeSharedState *shared_state = NULL;
 static HTAB *shared_activity = NULL;
 static HTAB *local_activity = NULL;	/* of LocalActivity */
+static HTAB *backend_activity = NULL;	/* without preload: the entries */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void collegedb_shmem_request(void);
 static void collegedb_shmem_startup(void);
+static void record_contact(ShardActivityEntry *entry, const char *error);
 
 /*
  * ShmemInit installs the shared-memory hooks when collegedb is being
@@ -199,8 +214,56 @@ EnsurePreloaded(const char *what)
 }
 
 /*
+ * entry_init clears a new entry of the activity table.
+ */
+static void
+entry_init(ShardActivityEntry *entry)
+{
+	pg_atomic_init_u64(&entry->statements, 0);
+	pg_atomic_init_u64(&entry->errors, 0);
+	pg_atomic_init_u64(&entry->last_ok, 0);
+	SpinLockInit(&entry->mutex);
+	entry->last_error_at = 0;
+	entry->last_error[0] = '\0';
+}
+
+/*
+ * by_shard_name creates a backend-lifetime hash table of 'entrysize'
+ * entries keyed by shard name.
+ */
+static HTAB *
+by_shard_name(const char *name, Size entrysize)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = entrysize;
+	ctl.hcxt = TopMemoryContext;
+	return hash_create(name, 32, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/*
+ * backend_entry finds (creating) a shard's entry in this backend's own
+ * table, used without preload.
+ */
+static ShardActivityEntry *
+backend_entry(const char *key)
+{
+	ShardActivityEntry *entry;
+	bool		found;
+
+	if (backend_activity == NULL)
+		backend_activity = by_shard_name("collegedb backend activity",
+										 sizeof(ShardActivityEntry));
+	entry = hash_search(backend_activity, key, HASH_ENTER, &found);
+	if (!found)
+		entry_init(entry);
+	return entry;
+}
+
+/*
  * activity_entry finds (creating if needed) the shared counters of a shard;
- * NULL when the table is full.
+ * NULL when the table is full.  Without preload, this backend's own.
  */
 static ShardActivityEntry *
 activity_entry(const char *shard)
@@ -210,16 +273,13 @@ activity_entry(const char *shard)
 	ShardActivityEntry *entry;
 	bool		found;
 
-	if (local_activity == NULL)
+	if (!ShmemIsPreloaded())
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = NAMEDATALEN;
-		ctl.entrysize = sizeof(LocalActivity);
-		ctl.hcxt = TopMemoryContext;
-		local_activity = hash_create("collegedb local activity", 32, &ctl,
-									 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		strlcpy(key, shard, NAMEDATALEN);
+		return backend_entry(key);
 	}
+	if (local_activity == NULL)
+		local_activity = by_shard_name("collegedb local activity", sizeof(LocalActivity));
 
 	strlcpy(key, shard, NAMEDATALEN);
 	local = hash_search(local_activity, key, HASH_FIND, NULL);
@@ -229,10 +289,7 @@ activity_entry(const char *shard)
 	LWLockAcquire(shared_state->lock, LW_EXCLUSIVE);
 	entry = hash_search(shared_activity, key, HASH_ENTER_NULL, &found);
 	if (entry && !found)
-	{
-		pg_atomic_init_u64(&entry->statements, 0);
-		pg_atomic_init_u64(&entry->errors, 0);
-	}
+		entry_init(entry);
 	LWLockRelease(shared_state->lock);
 	if (entry == NULL)
 		return NULL;
@@ -243,22 +300,91 @@ activity_entry(const char *shard)
 }
 
 /*
- * ShmemCountStatement counts one statement sent to 'shard' (and whether it
- * failed).  Without preload, or when the table is full, nothing is counted.
+ * ShmemCountStatement counts one statement sent to 'shard' and records the
+ * contact: 'error' NULL when it succeeded, else its message.  Without
+ * preload it counts in this backend only; when the table is full, not at
+ * all.
  */
 void
-ShmemCountStatement(const char *shard, bool failed)
+ShmemCountStatement(const char *shard, const char *error)
 {
-	ShardActivityEntry *entry;
+	ShardActivityEntry *entry = activity_entry(shard);
 
-	if (!ShmemIsPreloaded())
-		return;
-	entry = activity_entry(shard);
 	if (entry == NULL)
 		return;
 	pg_atomic_fetch_add_u64(&entry->statements, 1);
-	if (failed)
+	if (error)
 		pg_atomic_fetch_add_u64(&entry->errors, 1);
+	record_contact(entry, error);
+}
+
+/*
+ * ShmemRecordContact records that talking to 'shard' outside a statement
+ * (connecting, committing) succeeded now ('error' NULL) or failed with
+ * 'error', which counts as an error.
+ */
+void
+ShmemRecordContact(const char *shard, const char *error)
+{
+	ShardActivityEntry *entry = activity_entry(shard);
+
+	if (entry == NULL)
+		return;
+	if (error)
+		pg_atomic_fetch_add_u64(&entry->errors, 1);
+	record_contact(entry, error);
+}
+
+/*
+ * record_contact notes a success or the failure 'error' now in 'entry'.
+ */
+static void
+record_contact(ShardActivityEntry *entry, const char *error)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (error == NULL)
+	{
+		pg_atomic_write_u64(&entry->last_ok, (uint64) now);
+		return;
+	}
+	SpinLockAcquire(&entry->mutex);
+	entry->last_error_at = now;
+	strlcpy(entry->last_error, error, CD_HEALTH_ERROR_LEN);
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * ShmemShardHealth copies what is known of 'shard''s contacts and
+ * counters; false when nothing was ever recorded for it.
+ */
+bool
+ShmemShardHealth(const char *shard, ShardHealth *out)
+{
+	char		key[NAMEDATALEN];
+	ShardActivityEntry *entry;
+
+	memset(out, 0, sizeof(*out));
+	strlcpy(key, shard, NAMEDATALEN);
+	if (!ShmemIsPreloaded())
+		entry = backend_activity ? hash_search(backend_activity, key, HASH_FIND, NULL) : NULL;
+	else
+	{
+		LWLockAcquire(shared_state->lock, LW_SHARED);
+		entry = hash_search(shared_activity, key, HASH_FIND, NULL);
+		LWLockRelease(shared_state->lock);
+	}
+	if (entry == NULL)
+		return false;
+	out->shared = ShmemIsPreloaded();
+	out->statements = pg_atomic_read_u64(&entry->statements);
+	out->errors = pg_atomic_read_u64(&entry->errors);
+	out->last_ok = (TimestampTz) pg_atomic_read_u64(&entry->last_ok);
+	SpinLockAcquire(&entry->mutex);
+	out->last_error_at = entry->last_error_at;
+	strlcpy(out->last_error, entry->last_error, CD_HEALTH_ERROR_LEN);
+	SpinLockRelease(&entry->mutex);
+	return true;
 }
 
 /*

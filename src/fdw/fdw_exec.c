@@ -118,6 +118,209 @@ FdwTableInfo(Oid relid)
 	return table;
 }
 
+/* Per-shard timings under instrumentation (EXPLAIN ANALYZE) */
+
+/*
+ * What a scan, direct modification or insert measured: its statements per
+ * shard, and for fan-outs how long they took and how long the slowest
+ * shard kept the others waiting, summed over every run.
+ */
+typedef struct FdwObserved
+{
+	CdRemoteObserver *observer; /* NULL: not instrumented */
+	int64		fanouts;
+	int			fanout_shards;	/* of the last one */
+	double		fanout_ms;
+	double		alone_ms;		/* the slowest shard alone, after the others */
+	char		slowest[NAMEDATALEN];	/* of the last fan-out */
+} FdwObserved;
+
+/*
+ * observed_init sets up measuring when the query's nodes are instrumented
+ * (their Instrumentation comes only after the node's Begin callback).
+ */
+static void
+observed_init(FdwObserved *o, EState *estate)
+{
+	memset(o, 0, sizeof(*o));
+	if (estate->es_instrument == 0)
+		return;
+	o->observer = palloc(sizeof(CdRemoteObserver));
+	RemoteObserverInit(o->observer, (estate->es_instrument & INSTRUMENT_TIMER) != 0);
+}
+
+/*
+ * observed_sink wraps 'inner' so that the observer sees its first rows;
+ * 'shard' is the sink's shard, NULL for statements sent one at a time.
+ */
+static CdRowSink *
+observed_sink(FdwObserved *o, CdRowSink *inner, const CdShard *shard)
+{
+	ObservedRowSink *sink;
+
+	if (o->observer == NULL || inner == NULL)
+		return inner;
+	sink = palloc(sizeof(ObservedRowSink));
+	ObservedRowSinkInit(sink, inner, o->observer, shard);
+	return &sink->base;
+}
+
+/*
+ * observed_fanout adds up a fan-out over 'set' that started at 'start':
+ * its time, and how long after the next-to-last shard the slowest one
+ * ended (the time spent waiting for it alone).
+ */
+static void
+observed_fanout(FdwObserved *o, const CdFanoutShard *shards, int n, instr_time start)
+{
+	instr_time	now;
+	const CdShardTiming *last = NULL;
+	double		last_ms = 0,
+				before_ms = 0;
+
+	if (o->observer == NULL)
+		return;
+	o->fanouts++;
+	o->fanout_shards = n;
+	/* a shard that failed before its statement was sent (connecting) */
+	for (int i = 0; i < n; i++)
+	{
+		CdShardTiming *t = RemoteObserverShard(o->observer, shards[i].shard);
+
+		if (!shards[i].ok && t->running)
+		{
+			t->statements++;
+			t->errors++;
+			t->running = false;
+		}
+	}
+	if (!o->observer->timing)
+		return;
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	o->fanout_ms += INSTR_TIME_GET_MILLISEC(now);
+	for (int i = 0; i < n; i++)
+	{
+		const CdShardTiming *t = RemoteObserverShard(o->observer, shards[i].shard);
+		instr_time	end = t->ended;
+		double		ms;
+
+		if (INSTR_TIME_IS_ZERO(end))
+			continue;
+		INSTR_TIME_SUBTRACT(end, start);
+		ms = INSTR_TIME_GET_MILLISEC(end);
+		if (last == NULL || ms > last_ms)
+		{
+			before_ms = last ? last_ms : 0;
+			last = t;
+			last_ms = ms;
+		}
+		else if (ms > before_ms)
+			before_ms = ms;
+	}
+	if (last == NULL)
+		return;
+	strlcpy(o->slowest, last->shard, NAMEDATALEN);
+	if (n > 1)
+		o->alone_ms += last_ms - before_ms;
+}
+
+static int
+timing_name_cmp(const void *a, const void *b)
+{
+	return strcmp((*(CdShardTiming *const *) a)->shard, (*(CdShardTiming *const *) b)->shard);
+}
+
+/*
+ * explain_observed shows what 'o' measured: per shard the statements, the
+ * rows, and (with TIMING) the time to the first row and in all; for
+ * fan-outs their time and the wait for the slowest shard.
+ */
+static void
+explain_observed(FdwObserved *o, ExplainState *es)
+{
+	CdRemoteObserver *obs = o->observer;
+	bool		timing = es->timing && obs->timing;
+	CdShardTiming **sorted = palloc(sizeof(CdShardTiming *) * Max(obs->count, 1));
+
+	for (int i = 0; i < obs->count; i++)
+		sorted[i] = &obs->shards[i];
+	qsort(sorted, obs->count, sizeof(CdShardTiming *), timing_name_cmp);
+	if (es->format != EXPLAIN_FORMAT_TEXT)
+		ExplainOpenGroup("Shard Statements", "Shard Statements", false, es);
+	for (int i = 0; i < obs->count; i++)
+	{
+		CdShardTiming *t = sorted[i];
+
+		if (es->format == EXPLAIN_FORMAT_TEXT)
+		{
+			StringInfoData line;
+
+			initStringInfo(&line);
+			appendStringInfo(&line, "statements=%lld", (long long) t->statements);
+			if (t->errors > 0)
+				appendStringInfo(&line, " errors=%lld", (long long) t->errors);
+			appendStringInfo(&line, " rows=%lld", (long long) t->rows);
+			if (timing)
+			{
+				if (t->has_first_row)
+					appendStringInfo(&line, " first row=%.3f ms", t->first_row_ms);
+				appendStringInfo(&line, " total=%.3f ms", t->total_ms);
+			}
+			ExplainPropertyText(psprintf("Shard %s (%s)", t->shard,
+										 AdapterDialectName(t->dialect)), line.data, es);
+			continue;
+		}
+		ExplainOpenGroup("Shard Statement", NULL, true, es);
+		ExplainPropertyText("Shard", t->shard, es);
+		ExplainPropertyText("Dialect", AdapterDialectName(t->dialect), es);
+		ExplainPropertyInteger("Statements", NULL, t->statements, es);
+		ExplainPropertyInteger("Errors", NULL, t->errors, es);
+		ExplainPropertyInteger("Rows", NULL, t->rows, es);
+		if (timing)
+		{
+			if (t->has_first_row)
+				ExplainPropertyFloat("First Row Time", "ms", t->first_row_ms, 3, es);
+			ExplainPropertyFloat("Total Time", "ms", t->total_ms, 3, es);
+		}
+		ExplainCloseGroup("Shard Statement", NULL, true, es);
+	}
+	if (es->format != EXPLAIN_FORMAT_TEXT)
+		ExplainCloseGroup("Shard Statements", "Shard Statements", false, es);
+
+	if (o->fanouts == 0)
+		return;
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		StringInfoData line;
+
+		initStringInfo(&line);
+		appendStringInfo(&line, "%d shard%s", o->fanout_shards, o->fanout_shards == 1 ? "" : "s");
+		if (o->fanouts > 1)
+			appendStringInfo(&line, ", %lld runs", (long long) o->fanouts);
+		if (timing)
+		{
+			appendStringInfo(&line, ", %.3f ms", o->fanout_ms);
+			if (o->slowest[0])
+				appendStringInfo(&line, ", slowest %s, %.3f ms waiting for it alone",
+								 o->slowest, o->alone_ms);
+		}
+		ExplainPropertyText("Fan-out", line.data, es);
+		return;
+	}
+	ExplainPropertyInteger("Fan-out Shards", NULL, o->fanout_shards, es);
+	ExplainPropertyInteger("Fan-out Runs", NULL, o->fanouts, es);
+	if (timing)
+	{
+		ExplainPropertyFloat("Fan-out Time", "ms", o->fanout_ms, 3, es);
+		if (o->slowest[0])
+		{
+			ExplainPropertyText("Slowest Shard", o->slowest, es);
+			ExplainPropertyFloat("Slowest Shard Alone Time", "ms", o->alone_ms, 3, es);
+		}
+	}
+}
+
 /* Scans and direct modifications */
 
 typedef struct FdwScanState
@@ -134,6 +337,7 @@ typedef struct FdwScanState
 	TupleTableSlot *stored;		/* reads the tuplestore's minimal tuples */
 	bool		fetched;
 	int64		rows;
+	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 } FdwScanState;
 
 static FdwScanState *
@@ -155,6 +359,7 @@ scan_state(ForeignScanState *node, bool is_write)
 	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	foreach(lc, plan->fdw_exprs)
 		st->param_types = lappend_oid(st->param_types, exprType(lfirst(lc)));
+	observed_init(&st->observed, node->ss.ps.state);
 	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state,
 										is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
 										RelationGetDescr(node->ss.ss_currentRelation),
@@ -259,6 +464,7 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 	CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
 	StringInfoData skipped;
 	int64		rows = 0;
+	instr_time	start;
 
 	initStringInfo(&skipped);
 	for (int i = 0; i < n; i++)
@@ -266,10 +472,12 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 		RecordRowSinkInit(&sinks[i], st->store, desc);
 		shards[i].shard = set[i];
 		shards[i].sql = st->sql[set[i]->dialect];
-		shards[i].sink = st->store ? &sinks[i].base : NULL;
+		shards[i].sink = observed_sink(&st->observed, st->store ? &sinks[i].base : NULL, set[i]);
 	}
+	INSTR_TIME_SET_CURRENT(start);
 	FanoutRun(shards, n, NULL, nparams, params,
 			  st->is_write ? CD_FANOUT_WRITE : CD_FANOUT_READ);
+	observed_fanout(&st->observed, shards, n, start);
 	for (int i = 0; i < n; i++)
 	{
 		if (shards[i].ok)
@@ -303,18 +511,28 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 	int			nparams = list_length(st->param_exprs);
 	CdParam    *params = eval_params(node, st, &values, &nulls);
 	RecordRowSink sink;
+	CdRowSink  *rows_to = NULL;
+	CdRemoteObserver *previous = NULL;
 
 	MemoryContextSwitchTo(old);
 	st->rows = 0;
 	if (st->store)
+	{
 		RecordRowSinkInit(&sink, st->store, desc);
+		rows_to = &sink.base;
+	}
+	if (st->observed.observer)
+	{
+		rows_to = observed_sink(&st->observed, rows_to, NULL);
+		previous = RemoteObserve(st->observed.observer);
+	}
 
 	if (st->table->shard)
 	{
 		const CdShard *shard = ShardLookup(st->table->shard);
 
 		st->rows = RemoteExecute(shard, st->sql[shard->dialect], nparams, params,
-								 st->store ? &sink.base : NULL, st->is_write);
+								 rows_to, st->is_write);
 	}
 	else if (st->key_param > 0)
 	{
@@ -346,11 +564,13 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 				continue;
 			ValuesToParam(keys[i], false, type, &params[k]);
 			st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
-											  st->store ? &sink.base : NULL, st->is_write);
+											  rows_to, st->is_write);
 		}
 	}
 	else
 		st->rows = run_everywhere(st, params, nparams, desc);
+	if (st->observed.observer)
+		(void) RemoteObserve(previous);
 }
 
 /*
@@ -535,6 +755,7 @@ typedef struct FdwInsertState
 	int			ncols;
 	AttrNumber *attnums;
 	MemoryContext row_context;	/* reset after each row */
+	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 } FdwInsertState;
 
 void
@@ -557,6 +778,7 @@ collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 			st->attnums[st->ncols++] = att->attnum;
 	}
 	DeparseInsert(st->table, st->ncols, st->attnums, st->sql);
+	observed_init(&st->observed, mtstate->ps.state);
 	st->row_context = AllocSetContextCreate(mtstate->ps.state->es_query_cxt,
 											"collegedb insert row",
 											ALLOCSET_DEFAULT_SIZES);
@@ -614,8 +836,13 @@ collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 {
 	FdwInsertState *st = rinfo->ri_FdwState;
 	MemoryContext old = MemoryContextSwitchTo(st->row_context);
+	CdRemoteObserver *previous = NULL;
 
+	if (st->observed.observer)
+		previous = RemoteObserve(st->observed.observer);
 	insert_row(st, rinfo, slot);
+	if (st->observed.observer)
+		(void) RemoteObserve(previous);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(st->row_context);
 	return slot;
@@ -699,7 +926,11 @@ collegedb_explain_scan(ForeignScanState *node, ExplainState *es)
 	Relation	rel = node->ss.ss_currentRelation ? node->ss.ss_currentRelation :
 		node->resultRelInfo->ri_RelationDesc;
 
+	FdwScanState *st = node->fdw_state;
+
 	explain_targets(plan, FdwTableInfo(RelationGetRelid(rel)), es);
+	if (es->analyze && st && st->observed.observer)
+		explain_observed(&st->observed, es);
 }
 
 void
@@ -707,6 +938,9 @@ collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 						 List *fdw_private, int subplan_index, ExplainState *es)
 {
 	CdForeignTable *table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
+	FdwInsertState *st = rinfo->ri_FdwState;
 
 	ExplainPropertyText("Shards", table->shard ? table->shard : "each row's key's", es);
+	if (es->analyze && st && st->observed.observer)
+		explain_observed(&st->observed, es);
 }

@@ -106,6 +106,8 @@ extern bool StatementTryBegin(CdStatement *st, CdStatementProblem *problem);
 extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
 extern void StatementRaise(CdStatement *st);
+extern void StatementContextPush(CdStatement *st, ErrorContextCallback *callback);
+extern void StatementContextPop(ErrorContextCallback *callback);
 
 extern bool ConnectionIsOpen(const CdShard *shard);
 extern bool ConnectionExecList(CdConnection *conn, const char *const *list,
@@ -117,6 +119,10 @@ extern CdConnection **ConnectionParticipants(int *n);
 extern void ConnectionAtEnd(bool aborted);
 extern CdConnection *ConnectionAnyOpen(void);
 extern bool ConnectionCommitAloneOk(void);
+
+/* observe.c: what StatementTryBegin and StatementFinish report */
+extern void ObserveBegan(const CdShard *shard);
+extern void ObserveEnded(const CdShard *shard, int64 rows, bool internal, bool ok);
 
 /* twophase.c */
 extern void TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid);

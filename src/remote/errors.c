@@ -21,6 +21,7 @@
  */
 #include "postgres.h"
 
+#include "collegedb.h"
 #include "remote/remote.h"
 
 #define CLASS_IS_08(code) (ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
@@ -50,6 +51,14 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 	if (err->connection_lost && op != CD_REMOTE_CONNECT && !CLASS_IS_08(code) &&
 		!(op == CD_REMOTE_COMMIT && code == ERRCODE_QUERY_CANCELED))
 		code = ERRCODE_CONNECTION_FAILURE;
+
+	/* a statement's failure was recorded where it ended (StatementFinish) */
+	if (op != CD_REMOTE_STATEMENT)
+		ShmemRecordContact(shard, psprintf("could not %s: %s",
+										   op == CD_REMOTE_CONNECT ? "connect" :
+										   op == CD_REMOTE_COMMIT ? "commit" :
+										   op == CD_REMOTE_PREPARE ? "prepare the transaction" :
+										   "release savepoint", message));
 
 	switch (op)
 	{
@@ -89,4 +98,36 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 			break;
 	}
 	pg_unreachable();
+}
+
+/*
+ * RemoteErrorText renders a caught error for a log line or a journal row
+ * so that it names the shard that failed: the message, followed by the
+ * shard from the context line RemoteRaise adds (shard "x" (dialect): sql)
+ * when the message does not name it already.
+ */
+char *
+RemoteErrorText(const ErrorData *edata)
+{
+	const char *message = edata->message ? edata->message : "unknown error";
+	const char *context = edata->context;
+	const char *line;
+
+	if (strstr(message, "shard \"") != NULL || context == NULL)
+		return pstrdup(message);
+	/* the innermost context line that names a shard */
+	for (line = context; line != NULL; line = strchr(line, '\n'))
+	{
+		const char *end;
+
+		if (*line == '\n')
+			line++;
+		if (strncmp(line, "shard \"", 7) != 0)
+			continue;
+		end = strstr(line + 7, "\" (");
+		if (end == NULL)
+			continue;
+		return psprintf("%s (shard \"%.*s\")", message, (int) (end - line - 7), line + 7);
+	}
+	return pstrdup(message);
 }

@@ -227,8 +227,10 @@ StatementPrepare(CdStatement *st, const CdShard *shard, const char *sql,
 bool
 StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 {
-	CdConnection *conn = ConnectionGet(st->shard);
+	CdConnection *conn;
 
+	ObserveBegan(st->shard);
+	conn = ConnectionGet(st->shard);
 	memset(problem, 0, sizeof(*problem));
 	st->conn = conn;
 	st->nsetup = 0;
@@ -329,7 +331,9 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 	CdConnection *conn = st->conn;
 
 	conn->in_flight = false;
-	ShmemCountStatement(st->shard->name, !ok);
+	ShmemCountStatement(st->shard->name,
+						ok ? NULL : st->err.message ? st->err.message : "unknown error");
+	ObserveEnded(st->shard, st->rows, (st->flags & CD_EXEC_INTERNAL) != 0, ok);
 	if (ok || !st->err.connection_lost)
 	{
 		/* an adapter's refusal before sending opened nothing on the shard */
@@ -370,6 +374,40 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 }
 
 /*
+ * statement_error_context names the shard and the statement in an error
+ * raised while the statement runs: an interrupt, statement_timeout, a row
+ * the caller's sink cannot take.
+ */
+static void
+statement_error_context(void *arg)
+{
+	CdStatement *st = arg;
+
+	errcontext("shard \"%s\" (%s): %s", st->shard->name,
+			   AdapterForDialect(st->shard->dialect)->name, st->sql);
+}
+
+/*
+ * StatementContextPush installs statement_error_context for 'st' while its
+ * adapter runs it; StatementContextPop removes it before the statement's
+ * own failure is raised (which carries the same line).
+ */
+void
+StatementContextPush(CdStatement *st, ErrorContextCallback *callback)
+{
+	callback->callback = statement_error_context;
+	callback->arg = st;
+	callback->previous = error_context_stack;
+	error_context_stack = callback;
+}
+
+void
+StatementContextPop(ErrorContextCallback *callback)
+{
+	error_context_stack = callback->previous;
+}
+
+/*
  * StatementRaise raises a failed statement's error.
  */
 void
@@ -389,11 +427,14 @@ execute(CdStatement *st, CdRowSink *sink)
 	for (int attempt = 0;; attempt++)
 	{
 		bool		ok;
+		ErrorContextCallback context;
 
 		StatementBegin(st);
+		StatementContextPush(st, &context);
 		ok = st->conn->adapter->exec(st->conn->handle, st->nsetup, st->setup, st->sql,
 									 st->nparams, st->params, st->flags, sink,
 									 &st->rows, &st->err);
+		StatementContextPop(&context);
 		if (StatementFinish(st, ok, attempt))
 			continue;
 		if (ok)

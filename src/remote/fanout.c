@@ -169,6 +169,7 @@ undo_failure(FanoutWork *w)
 static void
 finish(FanoutWork *w, bool ok, int64 rows)
 {
+	w->st.rows = rows;
 	if (StatementFinish(&w->st, ok, w->attempt))
 	{
 		w->attempt++;
@@ -237,10 +238,14 @@ start(FanoutWork *w, int timeout_ms)
 
 	if (adapter->send == NULL)
 	{
-		bool		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup,
-									   w->st.sql, w->st.nparams, w->st.params, w->st.flags,
-									   w->out->sink, &w->st.rows, &w->st.err);
+		ErrorContextCallback context;
+		bool		ok;
 
+		StatementContextPush(&w->st, &context);
+		ok = adapter->exec(w->st.conn->handle, w->st.nsetup, w->st.setup,
+						   w->st.sql, w->st.nparams, w->st.params, w->st.flags,
+						   w->out->sink, &w->st.rows, &w->st.err);
+		StatementContextPop(&context);
 		finish(w, ok, w->st.rows);
 		return;
 	}
@@ -355,10 +360,13 @@ progress(FanoutWork *work, int n)
 		FanoutWork *w = &work[i];
 		CdPollResult r;
 		int64		rows = 0;
+		ErrorContextCallback context;
 
 		if (w->state != FANOUT_RUNNING)
 			continue;
+		StatementContextPush(&w->st, &context);
 		r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
+		StatementContextPop(&context);
 		if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
 			finish(w, r == CD_POLL_DONE, rows);
 		else if (w->deadline && now >= w->deadline)

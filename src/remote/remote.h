@@ -15,6 +15,7 @@
 #include "access/transam.h"
 #include "access/tupdesc.h"
 #include "fmgr.h"
+#include "portability/instr_time.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
 
@@ -64,6 +65,7 @@ typedef enum CdRemoteOp
 extern int	RemoteSqlstate(const char *sqlstate);
 extern void RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 						const char *sql, const CdRemoteError *err) pg_attribute_noreturn();
+extern char *RemoteErrorText(const ErrorData *edata);
 
 /* execute.c */
 extern int64 RemoteExecute(const CdShard *shard, const char *sql,
@@ -76,6 +78,50 @@ extern bool RemoteStatementWritesOn(const CdShard *shard, const char *sql);
 extern bool RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql);
 extern bool RemoteErrorIsInterrupt(const ErrorData *edata);
 extern bool RemoteTry(void (*fn) (void *arg), void *arg, ErrorData **failure);
+
+/* observe.c: per-shard timings for EXPLAIN ANALYZE */
+typedef struct CdShardTiming
+{
+	char		shard[NAMEDATALEN];
+	int			dialect;
+	int64		statements;		/* sent, one of collegedb's own included */
+	int64		errors;			/* of which failed */
+	int64		rows;			/* returned or changed by the caller's */
+	bool		has_first_row;
+	double		first_row_ms;	/* from the start of the first statement
+								 * that returned a row to that row */
+	double		total_ms;		/* every statement, start to end */
+	instr_time	started;		/* of the running statement */
+	instr_time	ended;			/* of the last statement */
+	bool		running;
+	bool		row_seen;		/* the running statement gave a row */
+} CdShardTiming;
+
+typedef struct CdRemoteObserver
+{
+	MemoryContext context;
+	bool		timing;
+	int			level;			/* transaction nesting level installed at */
+	int			count;
+	int			allocated;
+	CdShardTiming *shards;
+	int			current;		/* the entry of the running statement */
+} CdRemoteObserver;
+
+/* A row sink that notes a shard's first row for an observer */
+typedef struct ObservedRowSink
+{
+	CdRowSink	base;
+	CdRowSink  *inner;
+	CdRemoteObserver *observer;
+	const CdShard *shard;		/* NULL: the running statement's */
+} ObservedRowSink;
+
+extern void RemoteObserverInit(CdRemoteObserver *obs, bool timing);
+extern CdRemoteObserver *RemoteObserve(CdRemoteObserver *obs);
+extern CdShardTiming *RemoteObserverShard(CdRemoteObserver *obs, const CdShard *shard);
+extern void ObservedRowSinkInit(ObservedRowSink *sink, CdRowSink *inner,
+								CdRemoteObserver *obs, const CdShard *shard);
 
 /* values.c */
 extern CdParam *ValuesFromVariadic(FunctionCallInfo fcinfo, int first, int *nparams);

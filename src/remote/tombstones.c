@@ -131,11 +131,13 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 	for (int attempt = 0;; attempt++)
 	{
 		bool		ok;
+		ErrorContextCallback context;
 
 		/* in one round trip, guard and write in one implicit transaction */
 		st.commit_alone = adapter->caps.pipelining && adapter->guard_setup &&
 			ConnectionCommitAloneOk();
 		StatementBegin(&st);
+		StatementContextPush(&st, &context);
 		if (adapter->caps.pipelining && adapter->guard_setup)
 		{
 			/* the key goes as the guard's parameter, past the statement's */
@@ -155,6 +157,7 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 							   sink, &st.rows, &st.err);
 			if (!ok && strcmp(st.err.sqlstate, CD_GUARD_MOVED_SQLSTATE) == 0)
 			{
+				StatementContextPop(&context);
 				*moved_to = pstrdup(st.err.detail ? st.err.detail : "");
 				(void) StatementFinish(&st, true, attempt);
 				/* alone, the shard's implicit transaction ended with it */
@@ -174,6 +177,7 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 			{
 				CdParam    *row = linitial(found.rows);
 
+				StatementContextPop(&context);
 				*moved_to = pstrdup(row[0].str ? row[0].str : "");
 				(void) StatementFinish(&st, true, attempt);
 
@@ -192,6 +196,7 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 				ok = adapter->exec(st.conn->handle, 0, NULL, sql, nparams, params,
 								   st.flags, sink, &st.rows, &st.err);
 		}
+		StatementContextPop(&context);
 		if (StatementFinish(&st, ok, attempt))
 			continue;
 		if (ok)

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * stats_funcs.c
- *	  SQL functions about shards' load: shard_stats and database_size.
+ *	  SQL functions about shards' load and health: shard_stats,
+ *	  database_size and shard_health_list (the view shard_health).
  *
  * Key counts come from stored mappings only (keys placed by computed
  * placement have none, as seed 001 says); sizes are measured on the shard
- * in its dialect.
+ * in its dialect, under the connect and statement timeouts in force, and a
+ * shard that cannot tell has no size, never an error.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,14 +16,19 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
+#include "catalog/config.h"
 #include "catalog/mappings.h"
 #include "catalog/shards.h"
+#include "collegedb.h"
+#include "remote/remote.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_shard_stats);
 PG_FUNCTION_INFO_V1(collegedb_database_size);
+PG_FUNCTION_INFO_V1(collegedb_shard_health_list);
 
 typedef struct KeyCount
 {
@@ -115,4 +122,90 @@ collegedb_database_size(PG_FUNCTION_ARGS)
 	if (!RouterShardSize(shard, true, &size))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(size);
+}
+
+/*
+ * open_connections counts this backend's open connections to 'shard'
+ * (one per local user).
+ */
+static int
+open_connections(const CdConnectionStatus *list, int n, const char *shard)
+{
+	int			count = 0;
+
+	for (int i = 0; i < n; i++)
+		if (strcmp(list[i].shard, shard) == 0)
+			count++;
+	return count;
+}
+
+#define HEALTH_COLUMNS 14
+
+/*
+ * collegedb_shard_health_list returns one row per registered shard: its
+ * size first (measuring it may be the contact that tells whether it is
+ * reachable; a failure leaves the size NULL and is recorded), then what
+ * the activity table knows of its contacts and statements, this
+ * backend's connections to it, its stored key count (NULL under computed
+ * placement, where keys have no row) and its state.
+ */
+Datum
+collegedb_shard_health_list(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		computed = ConfigGet()->computed;
+	HTAB	   *counts;
+	List	   *names = NIL;
+	CdConnectionStatus *conns;
+	int			nconns;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	counts = computed ? NULL : key_counts();
+	foreach(lc, ShardList())
+		names = lappend(names, pstrdup(((CdShard *) lfirst(lc))->name));
+
+	foreach(lc, names)
+	{
+		const CdShard *shard = ShardLookupOptional(lfirst(lc));
+		Datum		values[HEALTH_COLUMNS];
+		bool		nulls[HEALTH_COLUMNS];
+		ShardHealth health;
+		KeyCount   *count;
+		int64		size = 0;
+		bool		known;
+		bool		sized;
+
+		if (shard == NULL)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		sized = OidIsValid(shard->serverid) && RouterShardSize(shard, false, &size);
+		known = ShmemShardHealth(shard->name, &health);
+		conns = ConnectionStatusList(&nconns);
+
+		values[0] = CStringGetTextDatum(shard->name);
+		values[1] = CStringGetTextDatum(AdapterDialectName(shard->dialect));
+		/* reachable: the last contact succeeded; NULL: never tried */
+		nulls[2] = !known || (health.last_ok == 0 && health.last_error_at == 0);
+		values[2] = BoolGetDatum(health.last_ok > health.last_error_at);
+		nulls[3] = health.last_ok == 0;
+		values[3] = TimestampTzGetDatum((TimestampTz) health.last_ok);
+		nulls[4] = health.last_error_at == 0;
+		values[4] = CStringGetTextDatum(health.last_error);
+		nulls[5] = health.last_error_at == 0;
+		values[5] = TimestampTzGetDatum((TimestampTz) health.last_error_at);
+		values[6] = Int32GetDatum(open_connections(conns, nconns, shard->name));
+		values[7] = Int64GetDatum((int64) health.statements);
+		values[8] = Int64GetDatum((int64) health.errors);
+		values[9] = CStringGetTextDatum(ShmemIsPreloaded() ? "server" : "backend");
+		nulls[10] = !sized;
+		values[10] = Int64GetDatum(size);
+		count = counts ? hash_search(counts, shard->name, HASH_FIND, NULL) : NULL;
+		nulls[11] = computed;
+		values[11] = Int64GetDatum(count ? count->count : 0);
+		values[12] = CStringGetTextDatum(ShardDrainName(shard->drain));
+		values[13] = BoolGetDatum(shard->writable);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

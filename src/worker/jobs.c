@@ -348,7 +348,7 @@ JobRun(int64 job_id)
 		ErrorData  *edata = WorkerCatchError(context);
 
 		WorkerBegin();
-		JournalFinishJob(job_id, "failed", NULL, edata->message);
+		JournalFinishJob(job_id, "failed", NULL, RemoteErrorText(edata));
 		WorkerCommit();
 	}
 	PG_END_TRY();

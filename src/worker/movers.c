@@ -24,6 +24,7 @@
 
 #include "catalog/journal.h"
 #include "cd_errcodes.h"
+#include "remote/remote.h"
 #include "router/router.h"
 #include "worker/movers.h"
 #include "worker/moves.h"
@@ -127,7 +128,7 @@ claim_and_move(int64 job_id)
 			ErrorData  *edata = WorkerCatchError(context);
 
 			WorkerBegin();
-			JournalSettleJobKey(job_id, k.stored, false, edata->message, 0);
+			JournalSettleJobKey(job_id, k.stored, false, RemoteErrorText(edata), 0);
 			WorkerCommit();
 		}
 		PG_END_TRY();

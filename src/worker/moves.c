@@ -433,7 +433,7 @@ settle_failure(int64 move_id, int64 generation)
 
 		ereport(LOG,
 				(errmsg("collegedb: could not remove the target's copy of the key of move %ld: %s",
-						(long) move_id, edata->message)));
+						(long) move_id, RemoteErrorText(edata))));
 	}
 	PG_END_TRY();
 }
@@ -495,11 +495,11 @@ MoveRun(int64 move_id, int64 generation)
 			 edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED) &&
 			attempt < MOVE_DEADLOCK_ATTEMPTS)
 		{
-			elog(LOG, "collegedb: move %ld retries after: %s", (long) move_id, edata->message);
+			elog(LOG, "collegedb: move %ld retries after: %s", (long) move_id, RemoteErrorText(edata));
 			pg_usleep(50000L * attempt);
 			continue;
 		}
-		record_failure(move_id, generation, edata->message);
+		record_failure(move_id, generation, RemoteErrorText(edata));
 		MemoryContextSwitchTo(caller);
 		ReThrowError(edata);
 	}
@@ -536,7 +536,7 @@ MoveCleanUp(int64 move_id, int64 generation)
 	PG_END_TRY();
 
 	WorkerBegin();
-	JournalRetryLater(move_id, generation, edata ? edata->message : NULL);
+	JournalRetryLater(move_id, generation, edata ? RemoteErrorText(edata) : NULL);
 	WorkerCommit();
 }
 

@@ -461,7 +461,7 @@ deliver_as(Oid owner, List *members, MemoryContext context)
 			Member	   *m = lfirst(lc);
 
 			if (m->error == NULL)
-				m->error = edata->message;
+				m->error = RemoteErrorText(edata);
 		}
 	}
 	PG_END_TRY();
@@ -516,7 +516,7 @@ OutboxDeliver(void)
 		ErrorData  *edata = WorkerCatchError(context);
 
 		ereport(LOG,
-				(errmsg("collegedb coordinator: topology delivery failed: %s", edata->message)));
+				(errmsg("collegedb coordinator: topology delivery failed: %s", RemoteErrorText(edata))));
 		next_ms = 1000;
 	}
 	PG_END_TRY();

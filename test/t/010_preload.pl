@@ -2,7 +2,7 @@
 #
 # Without the preload, CREATE EXTENSION and statements on a (SQLite) shard work, and
 # collegedb.shard_activity() fails with SQLSTATE 55000 and a hint naming
-# shared_preload_libraries.  With the preload, shard_activity() counts every statement
+# shared_preload_libraries; collegedb.shard_health shows this backend's contacts.  With the preload, shard_activity() counts every statement
 # sent to a shard, and its failures, across backends.
 use strict;
 use warnings;
@@ -63,6 +63,20 @@ my $plain_db = "$dir/plain.db";
 	is($r->{sqlstate}, '55000',
 		'shard_activity() still fails after statements ran in the same backend')
 	  or diag $r->{stderr};
+
+	# shard_health works without the preload, with what this backend saw: in a
+	# new backend only the view's own measuring of the size, then the
+	# statement it sent as well
+	$r = psql_outcome(
+		$plain, q{
+		SELECT scope, reachable, statements FROM collegedb.shard_health;
+		SELECT collegedb.run_on_shard('lite', 'SELECT 1');
+		SELECT scope, reachable, statements, size_bytes > 0 FROM collegedb.shard_health;
+	});
+	is($r->{rc}, 0, 'shard_health works without the preload') or diag $r->{stderr};
+	like($r->{stdout}, qr/\Abackend\|t\|1\n1\nbackend\|t\|2\|t\z/,
+		'without the preload it shows this backend\'s contacts only (scope backend)')
+	  or diag $r->{stdout};
 }
 
 $plain->stop;
