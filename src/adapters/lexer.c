@@ -19,6 +19,8 @@
  */
 #include "postgres.h"
 
+#include "utils/memutils.h"
+
 #include "adapters/lexer.h"
 
 /* the prefix of the names of collegedb's own objects on shards */
@@ -322,11 +324,52 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 }
 
 /*
+ * The last statement text each dialect classified, and its shape: a routed
+ * call classifies its statement once to know whether it writes and again
+ * before it sends it, and an application sends the same texts again and
+ * again, so the second scan of a text is a comparison.  Texts longer than
+ * SCAN_MEMO_MAX are scanned every time.
+ */
+#define SCAN_MEMO_MAX 8192
+
+typedef struct ScanMemo
+{
+	const CdAdapter *adapter;
+	char	   *sql;			/* in TopMemoryContext */
+	CdStatementShape shape;
+} ScanMemo;
+
+static ScanMemo scan_memo[CD_MAX_DIALECTS];
+
+/*
  * AdapterScan classifies a statement by the lexical rules of 'adapter''s
  * dialect (see CdStatementShape).
  */
 CdStatementShape
 AdapterScan(const CdAdapter *adapter, const char *sql)
 {
-	return LexerScan(sql, adapter->lexer, NULL, NULL, NULL);
+	ScanMemo   *memo = NULL;
+	size_t		len;
+
+	for (int i = 0; i < CD_MAX_DIALECTS; i++)
+	{
+		if (scan_memo[i].adapter == adapter || scan_memo[i].adapter == NULL)
+		{
+			memo = &scan_memo[i];
+			break;
+		}
+	}
+	if (memo && memo->sql && strcmp(memo->sql, sql) == 0)
+		return memo->shape;
+
+	len = strlen(sql);
+	if (memo == NULL || len > SCAN_MEMO_MAX)
+		return LexerScan(sql, adapter->lexer, NULL, NULL, NULL);
+	if (memo->sql)
+		pfree(memo->sql);
+	memo->sql = NULL;
+	memo->adapter = adapter;
+	memo->shape = LexerScan(sql, adapter->lexer, NULL, NULL, NULL);
+	memo->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	return memo->shape;
 }
