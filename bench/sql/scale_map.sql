@@ -1,0 +1,11 @@
+-- Bulk load of the scale part's mappings: keys :from .. :to pinned to shard
+-- sc<n>_<hashtext(key) & (n - 1)>, the stored form of each key being
+-- collegedb.mapping_key(key), as set_mapping stores it (a key that is its own
+-- record, no lookup keys).  One INSERT ... SELECT instead of a set_mapping
+-- call per key.  psql variables: from, to, nshards (a power of two).
+\set ON_ERROR_STOP on
+INSERT INTO collegedb.mapping (key, record, shard)
+SELECT k, k, 'sc' || :nshards || '_' || (hashtext(i::text) & (:nshards - 1))
+  FROM generate_series(:from, :to) AS i,
+       LATERAL collegedb.mapping_key(i::text) AS k;
+VACUUM ANALYZE collegedb.mapping;
