@@ -102,10 +102,9 @@ extern TupleTableSlot *collegedb_exec_insert(EState *estate, ResultRelInfo *rinf
 											 TupleTableSlot *slot, TupleTableSlot *planSlot);
 extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 												 TupleTableSlot *slot, TupleTableSlot *planSlot);
+/* fdw_keys.c */
 extern char *FdwKeyText(Datum value, Oid type);
 extern char **FdwDistinctKeys(Datum *keys, bool *keynulls, int nkeys, Oid type);
-
-/* fdw_keys.c */
 extern bool FdwKeysGroupable(int nparams, int key_param, List *split, bool is_write);
 extern int64 FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 						 char **keys, Datum *values, int nkeys, Oid type,

@@ -190,64 +190,6 @@ eval_params(ForeignScanState *node, FdwScanState *st, Datum **values, bool **nul
 }
 
 /*
- * FdwKeyText renders a key value as the text the router hashes and maps.
- */
-char *
-FdwKeyText(Datum value, Oid type)
-{
-	Oid			output;
-	bool		varlena;
-
-	getTypeOutputInfo(type, &output, &varlena);
-	return OidOutputFunctionCall(output, value);
-}
-
-typedef struct KeyText
-{
-	char	   *text;
-	int			index;
-} KeyText;
-
-static int
-key_text_cmp(const void *a, const void *b)
-{
-	const KeyText *x = a;
-	const KeyText *y = b;
-	int			c = strcmp(x->text, y->text);
-
-	return c != 0 ? c : (x->index > y->index) - (x->index < y->index);
-}
-
-/*
- * FdwDistinctKeys renders each key as FdwKeyText does, in the order given,
- * with NULL for a null key and for a repeat of an earlier one: the
- * statement runs once per key, and a key listed twice (IN ('a', 'a'))
- * must not read its rows twice, or update them twice.
- */
-char **
-FdwDistinctKeys(Datum *keys, bool *keynulls, int nkeys, Oid type)
-{
-	char	  **texts = palloc0(sizeof(char *) * Max(nkeys, 1));
-	KeyText    *sorted = palloc(sizeof(KeyText) * Max(nkeys, 1));
-	int			n = 0;
-
-	for (int i = 0; i < nkeys; i++)
-	{
-		if (keynulls[i])
-			continue;
-		texts[i] = FdwKeyText(keys[i], type);
-		sorted[n].text = texts[i];
-		sorted[n++].index = i;
-	}
-	qsort(sorted, n, sizeof(KeyText), key_text_cmp);
-	for (int i = 1; i < n; i++)
-		if (strcmp(sorted[i].text, sorted[i - 1].text) == 0)
-			texts[sorted[i].index] = NULL;
-	pfree(sorted);
-	return texts;
-}
-
-/*
  * run_everywhere runs the statement on every shard of the read set at
  * once, rows to 'store'.  A failed shard fails the statement, except a
  * read with collegedb.fanout_partial.
