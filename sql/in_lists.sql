@@ -47,7 +47,8 @@ SELECT (SELECT count(*) FROM grouped) AS grouped, (SELECT count(*) FROM per_key)
 -- the same keys as an array parameter (a generic plan routes by its value)
 PREPARE by_keys(int[]) AS SELECT id, v FROM items WHERE id = ANY($1);
 SET plan_cache_mode = force_generic_plan;
-CREATE TEMP TABLE by_param AS EXECUTE by_keys(ARRAY(SELECT generate_series(1, 100)));
+SELECT '{' || string_agg(i::text, ',') || '}' AS keys FROM generate_series(1, 100) AS i \gset
+CREATE TEMP TABLE by_param AS EXECUTE by_keys(:'keys');
 SELECT count(*) AS rows, sum(id) AS ids FROM by_param;
 CREATE TEMP TABLE by_param2 AS EXECUTE by_keys('{1, 2, 101, NULL, 2}');
 SELECT id, v FROM by_param2 ORDER BY id;
