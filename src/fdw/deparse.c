@@ -246,8 +246,12 @@ DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr)
 	{
 		DeparseAppend(d, first ? " WHERE " : " AND ");
 		DeparseColumn(d, d->table->key_attno);
+		for (int i = 0; i < AdapterCount(); i++)
+			d->key_start[i] = d->sql[i].len;
 		DeparseAppend(d, " = ");
 		deparse_param(d, key_expr);
+		for (int i = 0; i < AdapterCount(); i++)
+			d->key_end[i] = d->sql[i].len;
 		key_param = list_length(*d->params);
 	}
 	return key_param;
@@ -355,6 +359,24 @@ DeparseTexts(FdwDeparse *d)
 	for (int i = 0; i < AdapterCount(); i++)
 		texts = lappend(texts, makeString(d->sql[i].data));
 	return texts;
+}
+
+/*
+ * DeparseKeySplit returns where the key's " = $k" stands in each dialect's
+ * text (start and end offsets, as Integer nodes, dialect after dialect),
+ * for a scan of a list of keys to put " IN ($k, ...)" there instead.
+ */
+List *
+DeparseKeySplit(FdwDeparse *d)
+{
+	List	   *split = NIL;
+
+	for (int i = 0; i < AdapterCount(); i++)
+	{
+		split = lappend(split, makeInteger(d->key_start[i]));
+		split = lappend(split, makeInteger(d->key_end[i]));
+	}
+	return split;
 }
 
 /*

@@ -16,6 +16,7 @@
 #include "nodes/pathnodes.h"
 
 #include "adapters/adapter.h"
+#include "remote/remote.h"
 
 /*
  * A collegedb foreign table: on the router server "collegedb" a sharded
@@ -42,6 +43,8 @@ typedef struct FdwDeparse
 	Index		relid;
 	CdForeignTable *table;
 	List	  **params;			/* fdw_exprs */
+	int			key_start[CD_MAX_DIALECTS]; /* where " = $k" of the key begins */
+	int			key_end[CD_MAX_DIALECTS];	/* and ends, in each text */
 } FdwDeparse;
 
 extern void DeparseInit(FdwDeparse *d, CdForeignTable *table, Index relid, List **params);
@@ -55,6 +58,7 @@ extern void DeparseModify(FdwDeparse *d, CmdType op);
 extern void DeparseLimit(FdwDeparse *d, int64 limit);
 extern void DeparseReturning(FdwDeparse *d);
 extern List *DeparseTexts(FdwDeparse *d);
+extern List *DeparseKeySplit(FdwDeparse *d);
 extern void DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
 						  const char **sql);
 extern char *FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter);
@@ -69,6 +73,7 @@ enum FdwScanPrivate
 	FdwPrivKeyArray,			/* the key param is an array of keys */
 	FdwPrivReturning,			/* direct modify: rows come back */
 	FdwPrivSetProcessed,		/* direct modify: counts for the command */
+	FdwPrivKeySplit,			/* key array: where " = $k" is, per dialect */
 	FdwPrivCount
 };
 
@@ -97,6 +102,14 @@ extern TupleTableSlot *collegedb_exec_insert(EState *estate, ResultRelInfo *rinf
 											 TupleTableSlot *slot, TupleTableSlot *planSlot);
 extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 												 TupleTableSlot *slot, TupleTableSlot *planSlot);
+/* fdw_keys.c */
+extern char *FdwKeyText(Datum value, Oid type);
+extern char **FdwDistinctKeys(Datum *keys, bool *keynulls, int nkeys, Oid type);
+extern bool FdwKeysGroupable(int nparams, int key_param, List *split, bool is_write);
+extern int64 FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
+						 char **keys, Datum *values, int nkeys, Oid type,
+						 CdForeignTable *table, RecordRowSink *sink);
+
 extern void collegedb_explain_scan(ForeignScanState *node, ExplainState *es);
 extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 									 List *fdw_private, int subplan_index, ExplainState *es);

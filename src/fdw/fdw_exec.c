@@ -329,6 +329,7 @@ typedef struct FdwScanState
 	const char *sql[CD_MAX_DIALECTS];
 	int			key_param;
 	bool		key_is_array;
+	List	   *key_split;		/* see FdwPrivKeySplit */
 	bool		is_write;
 	bool		set_processed;
 	List	   *param_exprs;	/* ExprStates */
@@ -354,6 +355,7 @@ scan_state(ForeignScanState *node, bool is_write)
 		st->sql[i] = strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), i));
 	st->key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
 	st->key_is_array = boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray));
+	st->key_split = list_nth(plan->fdw_private, FdwPrivKeySplit);
 	st->set_processed = boolVal(list_nth(plan->fdw_private, FdwPrivSetProcessed));
 	st->is_write = is_write;
 	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
@@ -390,64 +392,6 @@ eval_params(ForeignScanState *node, FdwScanState *st, Datum **values, bool **nul
 		i++;
 	}
 	return params;
-}
-
-/*
- * key_text renders a key value as the text the router hashes and maps.
- */
-static char *
-key_text(Datum value, Oid type)
-{
-	Oid			output;
-	bool		varlena;
-
-	getTypeOutputInfo(type, &output, &varlena);
-	return OidOutputFunctionCall(output, value);
-}
-
-typedef struct KeyText
-{
-	char	   *text;
-	int			index;
-} KeyText;
-
-static int
-key_text_cmp(const void *a, const void *b)
-{
-	const KeyText *x = a;
-	const KeyText *y = b;
-	int			c = strcmp(x->text, y->text);
-
-	return c != 0 ? c : (x->index > y->index) - (x->index < y->index);
-}
-
-/*
- * distinct_keys renders each key as key_text does, in the order given,
- * with NULL for a null key and for a repeat of an earlier one: the
- * statement runs once per key, and a key listed twice (IN ('a', 'a'))
- * must not read its rows twice, or update them twice.
- */
-static char **
-distinct_keys(Datum *keys, bool *keynulls, int nkeys, Oid type)
-{
-	char	  **texts = palloc0(sizeof(char *) * Max(nkeys, 1));
-	KeyText    *sorted = palloc(sizeof(KeyText) * Max(nkeys, 1));
-	int			n = 0;
-
-	for (int i = 0; i < nkeys; i++)
-	{
-		if (keynulls[i])
-			continue;
-		texts[i] = key_text(keys[i], type);
-		sorted[n].text = texts[i];
-		sorted[n++].index = i;
-	}
-	qsort(sorted, n, sizeof(KeyText), key_text_cmp);
-	for (int i = 1; i < n; i++)
-		if (strcmp(sorted[i].text, sorted[i - 1].text) == 0)
-			texts[sorted[i].index] = NULL;
-	pfree(sorted);
-	return texts;
 }
 
 /*
@@ -554,8 +498,15 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 			get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
 			deconstruct_array(arr, type, typlen, typbyval, typalign, &keys, &keynulls, &nkeys);
 		}
-		texts = nulls[k] ? NULL : distinct_keys(keys, keynulls, nkeys, type);
+		texts = nulls[k] ? NULL : FdwDistinctKeys(keys, keynulls, nkeys, type);
 
+		if (texts && st->key_is_array && st->store &&
+			FdwKeysGroupable(nparams, st->key_param, st->key_split, st->is_write))
+		{
+			st->rows = FdwReadKeys(st->sql, st->key_split, nparams, params, texts, keys,
+								   nkeys, type, st->table, &sink);
+			return;
+		}
 		for (int i = 0; i < nkeys && !nulls[k]; i++)
 		{
 			char	   *key = texts[i];
@@ -804,7 +755,7 @@ insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 		ValuesToParam(slot->tts_values[attno - 1], slot->tts_isnull[attno - 1],
 					  att->atttypid, &params[i]);
 		if (attno == st->table->key_attno && !slot->tts_isnull[attno - 1])
-			key = key_text(slot->tts_values[attno - 1], att->atttypid);
+			key = FdwKeyText(slot->tts_values[attno - 1], att->atttypid);
 	}
 
 	if (st->table->shard)
@@ -888,7 +839,7 @@ explain_targets(ForeignScan *plan, CdForeignTable *table, ExplainState *es)
 		if (IsA(key, Const) && !boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray)))
 		{
 			Const	   *c = (Const *) key;
-			char	   *text = key_text(c->constvalue, c->consttype);
+			char	   *text = FdwKeyText(c->constvalue, c->consttype);
 			CdRoute		route = RouterResolve(text, strlen(text), false, false);
 			StringInfoData names;
 

@@ -158,6 +158,7 @@ private_list(FdwDeparse *d, int key_param, bool key_is_array, bool returning, bo
 	out = lappend(out, makeBoolean(key_is_array));
 	out = lappend(out, makeBoolean(returning));
 	out = lappend(out, makeBoolean(set_processed));
+	out = lappend(out, key_is_array && key_param > 0 ? DeparseKeySplit(d) : NIL);
 	return out;
 }
 
@@ -218,6 +219,9 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		used = NULL;			/* a whole-row reference */
 	else if (used == NULL)
 		used = bms_make_singleton(0 - FirstLowInvalidHeapAttributeNumber); /* no column */
+	/* a list of keys: each row says which key it answers (fdw_keys.c) */
+	if (used != NULL && info->key_is_array && info->table->key_attno > 0)
+		used = bms_add_member(used, info->table->key_attno - FirstLowInvalidHeapAttributeNumber);
 
 	DeparseInit(&d, info->table, baserel->relid, &params);
 	DeparseSelect(&d, used);

@@ -39,22 +39,26 @@
  * read_following runs a read on 'shard'; when it returns no rows and the
  * shard has a tombstone for the key, follows it (src/README.md, "Tombstones
  * and guarded writes").  Returns
- * the rows, and in *answered the shard that gave them.  With
+ * the rows, and in *answered the shard that gave them.  With 'read_already'
+ * the caller has run the read on 'shard' and it returned no rows: only the
+ * tombstone is looked up there.  With
  * collegedb.best_effort a trail that cannot be followed gives no rows.
  */
 static int64
 read_following(const CdShard *shard, const char *key, int key_len, const char *const *sql,
 			   int nparams, const CdParam *params, CdRowSink *sink,
-			   const CdShard **answered)
+			   const CdShard **answered, bool read_already)
 {
 	int			hops = 0;
-	int64		rows;
+	int64		rows = 0;
 
 	for (;;)
 	{
 		RouterTrailStep step;
 
-		rows = RemoteExecute(shard, sql[shard->dialect], nparams, params, sink, false);
+		if (!read_already)
+			rows = RemoteExecute(shard, sql[shard->dialect], nparams, params, sink, false);
+		read_already = false;
 		*answered = shard;
 		if (rows > 0 || !AnyRegisteredTable())
 			return rows;
@@ -83,6 +87,50 @@ read_following(const CdShard *shard, const char *key, int key_len, const char *c
 		shard = step.shard;
 		hops = step.hops;
 	}
+}
+
+/*
+ * read_candidates runs a read on the route's candidates in order and stops at the first that returns rows (recording an
+ * exception under computed placement when that was not the newest owner).
+ * With 'first_read', candidates[0] has been read already and returned
+ * nothing: only its tombstone is looked up.
+ */
+static int64
+read_candidates(const CdRoute *route, bool first_read, const char *key, int key_len,
+				const char *const *sql, int nparams, const CdParam *params, CdRowSink *sink)
+{
+	const CdShard *answered;
+	int64		rows = 0;
+
+	for (int i = 0; i < route->ncandidates; i++)
+	{
+		rows = read_following(route->candidates[i], key, key_len, sql, nparams, params,
+							  sink, &answered, first_read && i == 0);
+		if (rows > 0)
+		{
+			if (route->source == CD_ROUTE_COMPUTED && !ShardIs(answered, route->candidates[0]))
+				RouterRecordException(key, key_len, answered);
+			break;
+		}
+	}
+	return rows;
+}
+
+/*
+ * RouterReadMissed goes on with a read by key that a caller ran itself on
+ * the route's first shard (route->shard), for instance with other keys in
+ * the same statement, where it returned no row of this key: it follows the
+ * key's tombstone from there and tries the other candidates, exactly as
+ * RouterExecuteDialects would after that first read.  Nothing is sent when
+ * there is nothing to follow (one candidate, no registered table).
+ */
+int64
+RouterReadMissed(const CdRoute *route, const char *key, int key_len, const char *const *sql,
+				 int nparams, const CdParam *params, CdRowSink *sink)
+{
+	if (route->ncandidates <= 1 && !AnyRegisteredTable())
+		return 0;
+	return read_candidates(route, true, key, key_len, sql, nparams, params, sink);
 }
 
 /*
@@ -137,25 +185,10 @@ RouterExecuteDialects(const char *key, int key_len, const char *const *sql, int 
 					  const CdParam *params, CdRowSink *sink, bool is_write)
 {
 	CdRoute		route = RouterResolve(key, key_len, is_write, true);
-	const CdShard *answered;
 	int			target;
-	int64		rows = 0;
 
 	if (!is_write)
-	{
-		for (int i = 0; i < route.ncandidates; i++)
-		{
-			rows = read_following(route.candidates[i], key, key_len, sql, nparams, params,
-								  sink, &answered);
-			if (rows > 0)
-			{
-				if (route.source == CD_ROUTE_COMPUTED && !ShardIs(answered, route.candidates[0]))
-					RouterRecordException(key, key_len, answered);
-				break;
-			}
-		}
-		return rows;
-	}
+		return read_candidates(&route, false, key, key_len, sql, nparams, params, sink);
 
 	/* computed placement without an eligible shard is read-only */
 	if (ConfigGet()->computed && !RouterAnyShardEligible())

@@ -100,5 +100,8 @@ extern int64 RouterExecute(const char *key, int key_len, const char *sql,
 extern int64 RouterExecuteDialects(const char *key, int key_len, const char *const *sql,
 								   int nparams, const CdParam *params,
 								   CdRowSink *sink, bool is_write);
+extern int64 RouterReadMissed(const CdRoute *route, const char *key, int key_len,
+							  const char *const *sql, int nparams, const CdParam *params,
+							  CdRowSink *sink);
 
 #endif							/* COLLEGEDB_ROUTER_H */
