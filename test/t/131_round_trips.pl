@@ -1,4 +1,4 @@
-# 130_round_trips: what a PostgreSQL shard receives, read from its statement log.
+# 131_round_trips: what a PostgreSQL shard receives, read from its statement log.
 #
 # A routed write that is the whole front statement, outside a transaction block, with
 # the key mapped already, travels as guard + statement in one pipeline (one implicit

@@ -1,4 +1,4 @@
-# 135_in_lists: a foreign table read by a list of keys sends one statement per shard.
+# 136_in_lists: a foreign table read by a list of keys sends one statement per shard.
 #
 # 100 keys over two PostgreSQL shards (two databases of one server, which logs every
 # statement): "key IN (...)" and "key = ANY($1)" reach each shard once, with that
