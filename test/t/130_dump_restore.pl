@@ -44,10 +44,7 @@ my @ckeys  = map { "c$_" } 1 .. 40;
 # The servers and user mappings of PostgreSQL shards, each on the database of its name.
 sub pg_servers
 {
-	return join '', map {
-		"CREATE SERVER $_ FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => $_) ]});\n"
-		  . "CREATE USER MAPPING FOR PUBLIC SERVER $_ OPTIONS (user 'postgres');\n"
-	} @_;
+	return pg_shard_servers($pg, map { ($_, $_) } @_);
 }
 
 $old->safe_psql('postgres', q{

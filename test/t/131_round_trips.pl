@@ -23,12 +23,7 @@ $shard->safe_psql('postgres', 'CREATE DATABASE app2');
 
 $front->safe_psql(
 	'postgres', qq{
-	CREATE SERVER s FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ pg_server_options($shard, dbname => 'app') ]});
-	CREATE SERVER s2 FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ pg_server_options($shard, dbname => 'app2') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER s OPTIONS (user 'postgres');
-	CREATE USER MAPPING FOR PUBLIC SERVER s2 OPTIONS (user 'postgres');
+	@{[ pg_shard_servers($shard, s => 'app', s2 => 'app2') ]}
 	SELECT collegedb.add_shard('s');
 	SELECT collegedb.add_shard('s2');
 	SELECT collegedb.run_on_all('CREATE TABLE items (id text PRIMARY KEY, v text)');

@@ -87,6 +87,7 @@ our @EXPORT = qw(
   wait_for_backend_type
   sql_literal
   pg_server_options
+  pg_shard_servers
   mysql_server_options
   sqlite_server_options
   mysql_user_mapping_options
@@ -448,6 +449,11 @@ The OPTIONS list of C<CREATE SERVER ... FOREIGN DATA WRAPPER collegedb> for a Po
 shard on cluster C<$node>: dialect, host (its socket dir), port, dbname (C<dbname>
 option, default postgres).
 
+=item pg_shard_servers($node, server => dbname, ...)
+
+The SQL that creates, for each pair, a collegedb server on database C<dbname> of
+C<$node> and a user mapping for PUBLIC as user postgres (in the order given).
+
 =item mysql_server_options($mdb, %opts)
 
 The same for the MariaDB server: dialect mysql, host 127.0.0.1, port, dbname (C<dbname>
@@ -473,6 +479,19 @@ sub pg_server_options
 	  'host ' . sql_literal($node->host),
 	  'port ' . sql_literal($node->port),
 	  'dbname ' . sql_literal($opts{dbname} // 'postgres');
+}
+
+sub pg_shard_servers
+{
+	my ($node, @pairs) = @_;
+	my $sql = '';
+	while (my ($server, $db) = splice(@pairs, 0, 2))
+	{
+		$sql .= "CREATE SERVER $server FOREIGN DATA WRAPPER collegedb OPTIONS ("
+		  . pg_server_options($node, dbname => $db) . ");\n"
+		  . "CREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS (user 'postgres');\n";
+	}
+	return $sql;
 }
 
 sub mysql_server_options
