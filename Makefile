@@ -27,6 +27,7 @@ OBJS = \
 	src/adapters/sqlite_options.o \
 	src/adapters/sqlite_values.o \
 	src/adapters/sqlite_sandbox.o \
+	src/adapters/sqlite_stmtcache.o \
 	src/adapters/mysql.o \
 	src/adapters/mysql_connect.o \
 	src/adapters/mysql_errors.o \

@@ -118,25 +118,13 @@ sqlite_tail_is_empty(const char *p)
 static int
 sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
 {
-	int			ncols = sqlite3_column_count(stmt);
+	int			ncols = 0;
 	bool		columns_sent = false;
 	SqliteColumnHint *hints = NULL;
 	CdCell	   *cells = NULL;
 	char	   *numbuf = NULL;
 	MemoryContext row_context = NULL;
 	int			rc;
-
-	if (sink != NULL && ncols > 0)
-	{
-		row_context = AllocSetContextCreate(CurrentMemoryContext,
-											"collegedb sqlite row",
-											ALLOCSET_DEFAULT_SIZES);
-		hints = palloc(sizeof(SqliteColumnHint) * ncols);
-		cells = palloc(sizeof(CdCell) * ncols);
-		numbuf = palloc((Size) ncols * CD_SQLITE_NUMBUF);
-		for (int i = 0; i < ncols; i++)
-			hints[i] = SqliteReadColumnHint(stmt, i);
-	}
 
 	*nrows = 0;
 	for (;;)
@@ -145,6 +133,23 @@ sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
 		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 			break;
 
+		/*
+		 * The columns are read after the first step: a cached statement
+		 * that SQLite prepared anew there (the schema changed) may have
+		 * other columns than before.
+		 */
+		if (sink != NULL && !columns_sent &&
+			(ncols = sqlite3_column_count(stmt)) > 0)
+		{
+			row_context = AllocSetContextCreate(CurrentMemoryContext,
+												"collegedb sqlite row",
+												ALLOCSET_DEFAULT_SIZES);
+			hints = palloc(sizeof(SqliteColumnHint) * ncols);
+			cells = palloc(sizeof(CdCell) * ncols);
+			numbuf = palloc((Size) ncols * CD_SQLITE_NUMBUF);
+			for (int i = 0; i < ncols; i++)
+				hints[i] = SqliteReadColumnHint(stmt, i);
+		}
 		if (sink != NULL && ncols > 0 && !columns_sent)
 		{
 			const char **names = palloc(sizeof(char *) * ncols);
@@ -182,6 +187,107 @@ sqlite_step_all(sqlite3_stmt *stmt, CdRowSink *sink, int64 *nrows)
 }
 
 /*
+ * sqlite_cacheable tells whether a statement whose first word is 'word' is
+ * kept for reuse: reads and writes of rows only.  DDL, PRAGMA, ATTACH,
+ * transaction control and whatever else are prepared on every call: they
+ * are rarely repeated, and the checks around them (ALTER naming
+ * collegedb's objects) read their text each time.
+ */
+static bool
+sqlite_cacheable(const char *word)
+{
+	static const char *const words[] = {
+		"select", "values", "with", "insert", "update", "delete", "replace", NULL
+	};
+
+	for (int i = 0; words[i] != NULL; i++)
+		if (strcmp(word, words[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * sqlite_prepare prepares 'sql' (not in the cache) with $n rewritten to
+ * ?n, and keeps it in the cache when it is worth it: *entry is then its
+ * entry, else NULL and the caller finalizes the statement.  Returns the
+ * statement, or NULL with *err filled.
+ */
+static sqlite3_stmt *
+sqlite_prepare(SqliteConn *conn, const char *sql, int nparams, bool internal,
+			   SqliteCachedStmt **entry, CdRemoteError *err)
+{
+	sqlite3_stmt *stmt = NULL;
+	const char *tail = NULL;
+	CdStatementShape shape;
+	StringInfoData buf;
+	bool		cache;
+	int			rc;
+
+	*entry = NULL;
+	initStringInfo(&buf);
+	shape = LexerScan(sql, &sqlite_lexer_rules, &buf, sqlite_emit_placeholder, NULL);
+	if (shape.max_param > nparams)
+	{
+		AdapterSetError(err, "42P02", false,
+						psprintf("there is no parameter $%d", shape.max_param),
+						NULL, NULL);
+		return NULL;
+	}
+
+	/*
+	 * ALTER TABLE ... RENAME TO collegedb_x would slip a table in where
+	 * collegedb expects its own; the authorizer sees only the old name.
+	 */
+	if (!internal && strcmp(shape.first_word, "alter") == 0 &&
+		shape.names_reserved)
+	{
+		SqliteDenied("ALTER naming an object collegedb_... (names starting with collegedb_ are collegedb's)",
+					  err);
+		return NULL;
+	}
+
+	cache = sqlite_cacheable(shape.first_word);
+	rc = sqlite3_prepare_v3(conn->db, buf.data, buf.len + 1,
+							cache ? SQLITE_PREPARE_PERSISTENT : 0, &stmt, &tail);
+	if (rc != SQLITE_OK)
+	{
+		SqliteFail(conn, rc, stmt, err);
+		return NULL;
+	}
+	if (stmt == NULL)
+	{
+		AdapterSetError(err, "42601", false, "empty statement", NULL, NULL);
+		return NULL;
+	}
+	if (!sqlite_tail_is_empty(tail))
+	{
+		sqlite3_finalize(stmt);
+		AdapterSetError(err, "42601", false,
+						"cannot run more than one command in a statement",
+						NULL, "Send each command separately.");
+		return NULL;
+	}
+	pfree(buf.data);
+
+	if (cache && !sqlite3_stmt_isexplain(stmt))
+		*entry = SqliteStmtCacheAdd(&conn->stmts, sql, internal, shape.max_param, stmt);
+	return stmt;
+}
+
+/*
+ * sqlite_put_back is done with 'stmt': reset for its next use when it is
+ * the cached 'entry', else finalized.
+ */
+static void
+sqlite_put_back(SqliteCachedStmt *entry, sqlite3_stmt *stmt)
+{
+	if (entry != NULL)
+		SqliteStmtCacheRelease(entry);
+	else
+		sqlite3_finalize(stmt);
+}
+
+/*
  * sqlite_exec runs the setup commands, then 'sql' with its parameters,
  * streaming rows to 'sink'.  See adapter.h for the contract.
  *
@@ -199,10 +305,9 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 			CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 {
 	SqliteConn *conn = (SqliteConn *) handle;
-	sqlite3_stmt *stmt = NULL;
-	const char *tail = NULL;
-	CdStatementShape shape;
-	StringInfoData buf;
+	sqlite3_stmt *stmt;
+	SqliteCachedStmt *entry;
+	bool		internal;
 	int			nbound;
 	int64		nrows = 0;
 	sqlite3_int64 total_before;
@@ -248,49 +353,29 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	if (sqlite_idle_rollback(conn, sql))
 		return true;
 
-	SqliteSandboxBegin(&conn->sandbox, (flags & CD_EXEC_INTERNAL) != 0);
+	internal = (flags & CD_EXEC_INTERNAL) != 0;
+	SqliteSandboxBegin(&conn->sandbox, internal);
 
-	initStringInfo(&buf);
-	shape = LexerScan(sql, &sqlite_lexer_rules, &buf, sqlite_emit_placeholder, NULL);
-	if (shape.max_param > nparams)
+	entry = SqliteStmtCacheLookup(&conn->stmts, sql, internal);
+	if (entry == NULL)
+	{
+		stmt = sqlite_prepare(conn, sql, nparams, internal, &entry, err);
+		if (stmt == NULL)
+			return false;
+	}
+	else if (entry->max_param > nparams)
 	{
 		AdapterSetError(err, "42P02", false,
-						psprintf("there is no parameter $%d", shape.max_param),
+						psprintf("there is no parameter $%d", entry->max_param),
 						NULL, NULL);
 		return false;
 	}
+	else
+		stmt = entry->stmt;
 
-	/*
-	 * ALTER TABLE ... RENAME TO collegedb_x would slip a table in where
-	 * collegedb expects its own; the authorizer sees only the old name.
-	 */
-	if (!conn->sandbox.internal && strcmp(shape.first_word, "alter") == 0 &&
-		shape.names_reserved)
-	{
-		SqliteDenied("ALTER naming an object collegedb_... (names starting with collegedb_ are collegedb's)",
-					  err);
-		return false;
-	}
-
-	rc = sqlite3_prepare_v3(conn->db, buf.data, buf.len + 1, 0, &stmt, &tail);
-	if (rc != SQLITE_OK)
-		return SqliteFail(conn, rc, stmt, err);
-	if (stmt == NULL)
-	{
-		AdapterSetError(err, "42601", false, "empty statement", NULL, NULL);
-		return false;
-	}
-	if (!sqlite_tail_is_empty(tail))
-	{
-		sqlite3_finalize(stmt);
-		AdapterSetError(err, "42601", false,
-						"cannot run more than one command in a statement",
-						NULL, "Send each command separately.");
-		return false;
-	}
 	if ((flags & CD_EXEC_READ) && !sqlite3_stmt_readonly(stmt))
 	{
-		sqlite3_finalize(stmt);
+		sqlite_put_back(entry, stmt);
 		AdapterSetError(err, "25006", false,
 						"statement writes, but it was sent to the SQLite shard as a read",
 						"SQLite's parser finds that the statement changes the database.",
@@ -302,7 +387,7 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	nbound = sqlite3_bind_parameter_count(stmt);
 	if (nbound > nparams)
 	{
-		sqlite3_finalize(stmt);
+		sqlite_put_back(entry, stmt);
 		AdapterSetError(err, "42P02", false,
 						psprintf("there is no parameter $%d", nbound),
 						NULL, NULL);
@@ -310,7 +395,10 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	}
 	total_before = sqlite3_total_changes64(conn->db);
 
-	/* binding may raise too (a value SQLite cannot take) */
+	/*
+	 * Binding may raise too (a value SQLite cannot take).  A cached
+	 * statement that raised leaves the cache: it may be stopped mid-step.
+	 */
 	PG_TRY();
 	{
 		rc = SQLITE_OK;
@@ -321,13 +409,20 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	}
 	PG_CATCH();
 	{
+		if (entry != NULL)
+			stmt = SqliteStmtCacheDetach(entry);
 		sqlite3_finalize(stmt);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	if (rc != SQLITE_DONE)
+	{
+		/* SqliteFail reads the error, then finalizes the statement */
+		if (entry != NULL)
+			stmt = SqliteStmtCacheDetach(entry);
 		return SqliteFail(conn, rc, stmt, err);
+	}
 
 	/*
 	 * A statement with a result (SELECT, PRAGMA, INSERT ... RETURNING)
@@ -345,8 +440,7 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 			*rows_affected = sqlite3_changes64(conn->db);
 	}
 
-	sqlite3_finalize(stmt);
-	pfree(buf.data);
+	sqlite_put_back(entry, stmt);
 	return true;
 }
 

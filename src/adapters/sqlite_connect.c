@@ -414,8 +414,9 @@ SqliteConnect(const CdConnInfo *info, CdRemoteError *err)
 }
 
 /*
- * SqliteClose closes the database and frees the handle.  Statements are
- * always finalized before exec returns, so close_v2 has nothing to defer.
+ * SqliteClose finalizes the cached statements, closes the database and
+ * frees the handle.  Every other statement is finalized before exec
+ * returns, so close_v2 has nothing to defer.
  */
 void
 SqliteClose(void *handle)
@@ -424,6 +425,7 @@ SqliteClose(void *handle)
 
 	if (conn == NULL)
 		return;
+	SqliteStmtCacheClear(&conn->stmts);
 	sqlite3_close_v2(conn->db);
 	free(conn);
 }

@@ -2,8 +2,9 @@
  *
  * sqlite_internal.h
  *	  What the SQLite adapter's files share: the connection handle and the
- *	  functions of sqlite_connect.c, sqlite_errors.c, sqlite_values.c and
- *	  sqlite_options.c.  Only those files and sqlite.c include it.
+ *	  functions of sqlite_connect.c, sqlite_errors.c, sqlite_values.c,
+ *	  sqlite_stmtcache.c and sqlite_options.c.  Only those files and
+ *	  sqlite.c include it.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,8 +21,32 @@
 #include "adapters/adapter.h"
 #include "adapters/sqlite_sandbox.h"
 
+/* how many prepared statements one connection keeps (sqlite_stmtcache.c) */
+#define CD_SQLITE_STMT_CACHE_SIZE	64
+
 /* room for the text of one integer or float cell */
 #define CD_SQLITE_NUMBUF		32
+
+/*
+ * SqliteCachedStmt is one prepared statement kept for reuse: 'sql' (the
+ * caller's text, malloc'd; NULL for a free slot) and the sandbox's
+ * 'internal' flag are its key.
+ */
+typedef struct SqliteCachedStmt
+{
+	char	   *sql;
+	uint32		hash;			/* of sql */
+	bool		internal;
+	int			max_param;		/* the highest $n in sql */
+	uint64		last_use;		/* the cache's clock when last used */
+	sqlite3_stmt *stmt;
+} SqliteCachedStmt;
+
+typedef struct SqliteStmtCache
+{
+	SqliteCachedStmt entries[CD_SQLITE_STMT_CACHE_SIZE];
+	uint64		clock;
+} SqliteStmtCache;
 
 /*
  * SqliteConn is the handle behind the adapter's void *.  It is malloc'd:
@@ -36,6 +61,7 @@ typedef struct SqliteConn
 	bool		in_transaction; /* a transaction was open before the call */
 	bool		transaction_lost;	/* SQLite rolled it back on its own */
 	SqliteSandbox sandbox;		/* the authorizer's state */
+	SqliteStmtCache stmts;		/* statements prepared for reuse */
 } SqliteConn;
 
 /* what a result column's declared type adds to its values' storage class */
@@ -63,6 +89,15 @@ extern int	SqliteBindParam(sqlite3_stmt *stmt, int index, const CdParam *p);
 extern SqliteColumnHint SqliteReadColumnHint(sqlite3_stmt *stmt, int col);
 extern void SqliteFillCells(sqlite3_stmt *stmt, int ncols, const SqliteColumnHint *hints,
 							CdCell *cells, char *numbuf);
+
+/* sqlite_stmtcache.c */
+extern SqliteCachedStmt *SqliteStmtCacheLookup(SqliteStmtCache *cache, const char *sql,
+											   bool internal);
+extern SqliteCachedStmt *SqliteStmtCacheAdd(SqliteStmtCache *cache, const char *sql,
+											bool internal, int max_param, sqlite3_stmt *stmt);
+extern void SqliteStmtCacheRelease(SqliteCachedStmt *entry);
+extern sqlite3_stmt *SqliteStmtCacheDetach(SqliteCachedStmt *entry);
+extern void SqliteStmtCacheClear(SqliteStmtCache *cache);
 
 /* sqlite_options.c */
 extern bool SqliteOptionOk(const char *keyword, Oid catalog);
