@@ -239,7 +239,9 @@ SELECT collegedb.topology_update('tenant-5', '[{"id": "t_c", "state": "active"}]
 SELECT count(*) AS admin_reads_outbox FROM collegedb.topology_outbox WHERE group_name = 'tenant-5';
 SELECT try($$SELECT collegedb.topology_snapshot('tenant-5')$$);
 RESET ROLE;
-SELECT DISTINCT owner FROM collegedb.topology_delivery WHERE group_name = 'tenant-5';
+-- (the coordinator may have delivered and forgotten the row already: no other owner)
+SELECT bool_and(owner::regrole::text = 'regress_topo_admin') IS NOT FALSE AS staged_as_admin
+  FROM collegedb.topology_delivery WHERE group_name = 'tenant-5';
 SET ROLE regress_topo_app;
 SELECT collegedb.topology_snapshot('tenant-5') - 'coordinator' AS app_reads;
 SELECT collegedb.topology_shard_for_key('tenant-5', 'k') AS app_routes;
