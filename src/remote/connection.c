@@ -675,11 +675,10 @@ release_together(int level)
 {
 	HASH_SEQ_STATUS scan;
 	CdConnection *conn;
-	CdGroupCommand *cmds;
+	CdGroupCommand *cmds = NULL;
 	int			n = 0;
 	int			failed = -1;
 
-	cmds = palloc0(sizeof(CdGroupCommand) * Max(hash_get_num_entries(connections), 1));
 	hash_seq_init(&scan, connections);
 	while ((conn = hash_seq_search(&scan)) != NULL)
 	{
@@ -690,6 +689,9 @@ release_together(int level)
 			conn->xact_depth = level - 1;
 			continue;
 		}
+		/* most subtransactions (a fan-out's in autocommit) have none */
+		if (cmds == NULL)
+			cmds = palloc0(sizeof(CdGroupCommand) * hash_get_num_entries(connections));
 		cmds[n].conn = conn;
 		cmds[n].sql = psprintf(conn->adapter->sql_release, level);
 		n++;

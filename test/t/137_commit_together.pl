@@ -171,22 +171,21 @@ $front->safe_psql(
 	SELECT collegedb.run_on_shard('m', 'CREATE TABLE items (id varchar(20) PRIMARY KEY, v text)');
 	SELECT collegedb.run_on_shard('q', 'CREATE TABLE items (id text PRIMARY KEY, v text)');
 });
-$r = bg_query(
-	$bg, qq{BEGIN;
-	SELECT collegedb.run_on_shard('q', 'INSERT INTO items VALUES (''q1'', ''one'')');
-	$fan;
-	COMMIT;});
-is($r->{stderr}, '', 'a transaction over PostgreSQL, MariaDB and SQLite shards commits');
-like($r->{stdout}, qr/^5$/m, 'the fan-out read every shard');
-is(sqlite_exec($sqlite, q{SELECT v FROM items WHERE id = 'q1'}), 'one', "the SQLite writer's row is committed");
-$r = bg_query(
-	$bg, qq{BEGIN;
-	SELECT collegedb.run_on_shard('m', 'INSERT INTO items VALUES (''m1'', ''one'')');
-	$fan;
-	COMMIT;});
-is($r->{stderr}, '', 'so does one whose writer is the MariaDB shard');
-is(mysql_query($mdb, q{SELECT v FROM items WHERE id = 'm1'}, database => $mdbname), 'one',
-	"the MariaDB writer's row is committed");
+# one writer (SQLite, then MariaDB) and readers everywhere: all commit at once
+my %read_back = (
+	q => sub { sqlite_exec($sqlite, q{SELECT v FROM items WHERE id = 'w'}) },
+	m => sub { mysql_query($mdb, q{SELECT v FROM items WHERE id = 'w'}, database => $mdbname) });
+for my $writer (qw(q m))
+{
+	$r = bg_query(
+		$bg, qq{BEGIN;
+		SELECT collegedb.run_on_shard('$writer', 'INSERT INTO items VALUES (''w'', ''one'')');
+		$fan;
+		COMMIT;});
+	is($r->{stderr}, '', "a transaction over PostgreSQL, MariaDB and SQLite shards that wrote on $writer commits");
+	like($r->{stdout}, qr/^5$/m, '... its fan-out read every shard');
+	is($read_back{$writer}->(), 'one', "... and the row written on $writer is committed");
+}
 is(bg_query($bg, "SELECT count(*) FROM collegedb.connections() WHERE in_transaction")->{stdout},
 	'0', 'no remote transaction is left open');
 
