@@ -275,9 +275,8 @@ cancel_waiting(CdGroupCommand *cmds, CdWaitSlot *slots, int n)
  * connection with exec flags 'flags' (CD_EXEC_*), all at once, and fills
  * in each one's outcome (ok, err).  A connection that is closed fails
  * with 08003; the caller closes those lost in the command
- * (err.connection_lost).  Only interrupts (and
- * errors of the front) are raised, after every command still in flight
- * was cancelled.
+ * (err.connection_lost).  Only interrupts (and errors of the front) are
+ * raised, after every command still in flight was cancelled.
  */
 void
 ConnectionGroupExec(CdGroupCommand *cmds, int n, int flags)
