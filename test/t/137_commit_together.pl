@@ -102,7 +102,7 @@ ok( poll_until(
 		   WHERE application_name = 'collegedb' AND query = 'COMMIT' AND wait_event_type = 'Lock'},
 		'3', 60),
 	'the three shards wait in their COMMIT at the same time');
-is($front->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE query = 'COMMIT' AND state = 'active'}),
+is($front->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COMMIT%' AND state = 'active'}),
 	'1', 'the front transaction is still committing');
 bg_query($_, 'SELECT pg_advisory_unlock(17)') for @holders;
 $r = bg_wait($bg);
@@ -130,8 +130,6 @@ is($front->safe_psql('postgres', 'SELECT count(*) FROM front_log'), '0',
 	"... and the front's own write is rolled back");
 is($shard->safe_psql('app2', q{SELECT count(*) FROM items WHERE id = 'k1'}), '0',
 	'... as is the write on the failing shard');
-is($front->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in%'}),
-	'0', 'no front session is left in a transaction');
 is(bg_query($bg, "SELECT count(*) FROM collegedb.connections() WHERE in_transaction")->{stdout},
 	'0', 'no remote transaction is left open');
 is(bg_query($bg, $fan)->{stdout}, '3', 'the next fan-out of the session works on every shard');
