@@ -109,6 +109,22 @@ $r = bg_wait($bg);
 is($r->{stderr}, '', 'once the locks are released the front commits');
 is(join(',', map { $shard->safe_psql($_, 'SELECT count(*) FROM gate_log') } @dbs),
 	'1,1,1', 'each shard committed its part');
+
+# statement_timeout ends a commit that waits: every shard's commit is cancelled
+bg_query($_, 'SELECT pg_advisory_lock(17)') for @holders;
+$r = bg_query($bg,
+	q{SET statement_timeout = '500ms'; BEGIN; SELECT count(*) FROM collegedb.fanout('SELECT gate_touch() AS n'); COMMIT;});
+is($r->{sqlstate}, '57014', 'a commit still waiting at statement_timeout fails with 57014');
+like($r->{stderr}, qr/could not commit on shard/, '... as the commit of a shard');
+ok( poll_until(
+		$shard,
+		q{SELECT count(*) FROM pg_stat_activity
+		   WHERE application_name = 'collegedb' AND query = 'COMMIT' AND state = 'active'},
+		'0', 60),
+	'... and no shard is left committing');
+bg_query($_, 'SELECT pg_advisory_unlock(17)') for @holders;
+$r = bg_query($bg, "RESET statement_timeout; $fan;");
+is($r->{stdout}, '3', 'the session reconnects and reads from every shard');
 $_->quit for @holders;
 
 # --- a failing commit -------------------------------------------------------------------
