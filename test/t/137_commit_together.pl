@@ -113,7 +113,7 @@ is(join(',', map { $shard->safe_psql($_, 'SELECT count(*) FROM gate_log') } @dbs
 # statement_timeout ends a commit that waits: every shard's commit is cancelled
 bg_query($_, 'SELECT pg_advisory_lock(17)') for @holders;
 $r = bg_query($bg,
-	q{SET statement_timeout = '500ms'; BEGIN; SELECT count(*) FROM collegedb.fanout('SELECT gate_touch() AS n'); COMMIT;});
+	q{SET statement_timeout = '2s'; BEGIN; SELECT count(*) FROM collegedb.fanout('SELECT gate_touch() AS n'); COMMIT;});
 is($r->{sqlstate}, '57014', 'a commit still waiting at statement_timeout fails with 57014');
 like($r->{stderr}, qr/could not commit on shard/, '... as the commit of a shard');
 ok( poll_until(
