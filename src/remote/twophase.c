@@ -7,15 +7,17 @@
  * At the front's pre-commit (connection.c hands over the participants):
  *	- fewer than two participants wrote: every participant commits at once
  *	  (ConnectionCommitTogether: all COMMITs sent, then all awaited), so a
- *	  transaction over many shards pays one round trip for its commit; the
- *	  one writer, if any, commits with the readers, whose commits cannot
- *	  change what it wrote;
+ *	  transaction over many shards pays one round trip for its commit.  The
+ *	  one writer, if any, commits with the readers: a reader whose COMMIT
+ *	  fails (a serialization failure) aborts the front even when the
+ *	  writer's went through, as it did before whenever the writer happened
+ *	  to commit first;
  *	- collegedb.commit_protocol 'sequential': the readers commit at once,
  *	  then each writer in turn;
  *	- otherwise the readers commit first, at once (they cannot change the
- *	  outcome),
- *	  then every writer that can prepare (CdCapabilities.two_phase) is
- *	  prepared under its global transaction id, then the one writer that
+ *	  outcome), then every writer that can prepare
+ *	  (CdCapabilities.two_phase) is prepared under its global transaction
+ *	  id, then the one writer that
  *	  cannot (SQLite, CdCapabilities.last_participant) inserts a marker of
  *	  the front transaction and commits: its outcome is the decision.  The
  *	  decision record in collegedb.commit_decision, in the front's own
