@@ -39,6 +39,7 @@ OBJS = \
 	src/remote/observe.o \
 	src/remote/execute.o \
 	src/remote/fanout.o \
+	src/remote/group.o \
 	src/remote/tombstones.o \
 	src/remote/twophase.o \
 	src/remote/recovery.o \

@@ -94,7 +94,10 @@ void
 ConnectionClose(CdConnection *conn)
 {
 	if (conn->handle)
+	{
 		conn->adapter->close(conn->handle);
+		RemoteSocketGeneration++;	/* its socket's number may come back */
+	}
 	conn->handle = NULL;
 	conn->in_flight = false;
 	conn->fresh = false;
@@ -228,6 +231,7 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 
 	memset(&err, 0, sizeof(err));
 	conn->handle = conn->adapter->connect(&info, &err);
+	RemoteSocketGeneration++;
 	if (conn->handle == NULL)
 		RemoteRaise(CD_REMOTE_CONNECT, shard->name, conn->adapter, NULL, &err);
 	conn->fresh = true;
@@ -348,6 +352,38 @@ ConnectionRollbackTo(CdConnection *conn, int level)
 }
 
 /*
+ * group_exec is ConnectionGroupExec that closes the connections lost in
+ * their command.
+ */
+static void
+group_exec(CdGroupCommand *cmds, int n, int flags)
+{
+	ConnectionGroupExec(cmds, n, flags);
+	for (int i = 0; i < n; i++)
+		if (!cmds[i].ok && cmds[i].err.connection_lost)
+			ConnectionClose(cmds[i].conn);
+}
+
+/*
+ * list_command fills 'cmd' with one of a dialect's lists of two-phase
+ * commands (CdTwoPhaseSql), each with 'gid', for one exec.
+ */
+static void
+list_command(CdConnection *conn, const char *const *list, const char *gid,
+			 CdGroupCommand *cmd)
+{
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->conn = conn;
+	while (list[cmd->nsetup + 1] != NULL)
+	{
+		Assert(cmd->nsetup < lengthof(cmd->setup));
+		cmd->setup[cmd->nsetup] = psprintf(list[cmd->nsetup], gid);
+		cmd->nsetup++;
+	}
+	cmd->sql = psprintf(list[cmd->nsetup], gid);
+}
+
+/*
  * ConnectionExecList runs one of a dialect's lists of two-phase commands
  * (CdTwoPhaseSql), each with 'gid', in one exec; false with *err filled
  * when it failed (a connection that was lost is closed).
@@ -356,31 +392,12 @@ bool
 ConnectionExecList(CdConnection *conn, const char *const *list, const char *gid,
 				   int flags, CdRemoteError *err)
 {
-	const char *setup[8];
-	int			n = 0;
-	int64		rows;
-	bool		ok;
+	CdGroupCommand cmd;
 
-	memset(err, 0, sizeof(*err));
-	if (conn->handle == NULL)
-	{
-		AdapterSetError(err, "08003", true, "the connection to the shard is closed", NULL, NULL);
-		return false;
-	}
-	while (list[n + 1] != NULL)
-	{
-		Assert(n < lengthof(setup));
-		setup[n] = psprintf(list[n], gid);
-		n++;
-	}
-	conn->in_flight = true;
-	conn->in_flight_level = GetCurrentTransactionNestLevel();
-	ok = conn->adapter->exec(conn->handle, n, setup, psprintf(list[n], gid), 0, NULL,
-							 CD_EXEC_INTERNAL | flags, NULL, &rows, err);
-	conn->in_flight = false;
-	if (!ok && err->connection_lost)
-		ConnectionClose(conn);
-	return ok;
+	list_command(conn, list, gid, &cmd);
+	group_exec(&cmd, 1, CD_EXEC_INTERNAL | flags);
+	*err = cmd.err;
+	return cmd.ok;
 }
 
 /*
@@ -399,44 +416,66 @@ ConnectionMarkFinished(CdConnection *conn)
 }
 
 /*
+ * ConnectionCommitTogether commits the remote transactions of 'conns' at
+ * front pre-commit, without preparing them: every COMMIT is sent before
+ * any is awaited (ConnectionGroupExec), so the shards commit in parallel.
+ * A participant that was lost fails before anything is sent; otherwise
+ * every answer is collected, and the first failure (in the order of
+ * 'conns') aborts the front transaction with the shard's error.
+ */
+void
+ConnectionCommitTogether(CdConnection **conns, int n)
+{
+	CdGroupCommand *cmds;
+	int			failed = -1;
+
+	for (int i = 0; i < n; i++)
+		if (conns[i]->doomed || conns[i]->handle == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+					 errmsg("cannot commit: the transaction on shard \"%s\" was lost",
+							conns[i]->shard),
+					 errdetail("The connection to the shard failed during the transaction.")));
+	if (n == 0)
+		return;
+
+	cmds = palloc0(sizeof(CdGroupCommand) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (conns[i]->xa)
+			list_command(conns[i], conns[i]->adapter->two_phase_sql->commit_one_phase,
+						 conns[i]->gid, &cmds[i]);
+		else
+		{
+			cmds[i].conn = conns[i];
+			cmds[i].sql = conns[i]->adapter->sql_commit;
+		}
+	}
+	group_exec(cmds, n, CD_EXEC_INTERNAL | CD_EXEC_COMMIT);
+
+	for (int i = 0; i < n; i++)
+	{
+		/* the abort that follows rolls back what a shard still holds open */
+		if (cmds[i].ok || cmds[i].err.connection_lost ||
+			strcmp(cmds[i].err.sqlstate, "40000") == 0)
+			ConnectionMarkFinished(conns[i]);	/* committed, or rolled back */
+		if (!cmds[i].ok && failed < 0)
+			failed = i;
+	}
+	if (failed >= 0)
+		RemoteRaise(CD_REMOTE_COMMIT, conns[failed]->shard, conns[failed]->adapter, NULL,
+					&cmds[failed].err);
+	pfree(cmds);
+}
+
+/*
  * ConnectionCommitOnePhase commits one shard's remote transaction at front
  * pre-commit, without preparing it; failure aborts the front transaction.
  */
 void
 ConnectionCommitOnePhase(CdConnection *conn)
 {
-	CdRemoteError err;
-	int64		rows;
-	bool		ok;
-
-	if (conn->doomed || conn->handle == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
-				 errmsg("cannot commit: the transaction on shard \"%s\" was lost", conn->shard),
-				 errdetail("The connection to the shard failed during the transaction.")));
-
-	memset(&err, 0, sizeof(err));
-	if (conn->xa)
-		ok = ConnectionExecList(conn, conn->adapter->two_phase_sql->commit_one_phase,
-								conn->gid, CD_EXEC_COMMIT, &err);
-	else
-	{
-		conn->in_flight = true;
-		conn->in_flight_level = GetCurrentTransactionNestLevel();
-		ok = conn->adapter->exec(conn->handle, 0, NULL, conn->adapter->sql_commit,
-								 0, NULL, CD_EXEC_INTERNAL | CD_EXEC_COMMIT, NULL, &rows, &err);
-		conn->in_flight = false;
-		if (!ok && err.connection_lost)
-			ConnectionClose(conn);
-	}
-	if (!ok)
-	{
-		/* the abort that follows rolls back what the shard still holds open */
-		if (err.connection_lost || strcmp(err.sqlstate, "40000") == 0)
-			ConnectionMarkFinished(conn);	/* the shard rolled back */
-		RemoteRaise(CD_REMOTE_COMMIT, conn->shard, conn->adapter, NULL, &err);
-	}
-	ConnectionMarkFinished(conn);
+	ConnectionCommitTogether(&conn, 1);
 }
 
 /*
@@ -625,6 +664,62 @@ ConnectionAnyOpen(void)
 }
 
 /*
+ * release_together releases savepoint s<level> on every shard that has
+ * it, all RELEASEs sent before any is awaited (ConnectionGroupExec).  A
+ * failure dooms the shard's transaction and is raised once every answer
+ * is in; the subtransaction then aborts, and since the shards that did
+ * release can no longer undo its work, they are doomed too.
+ */
+static void
+release_together(int level)
+{
+	HASH_SEQ_STATUS scan;
+	CdConnection *conn;
+	CdGroupCommand *cmds = NULL;
+	int			n = 0;
+	int			failed = -1;
+
+	hash_seq_init(&scan, connections);
+	while ((conn = hash_seq_search(&scan)) != NULL)
+	{
+		if (conn->xact_depth < level)
+			continue;
+		if (conn->doomed || conn->handle == NULL)
+		{
+			conn->xact_depth = level - 1;
+			continue;
+		}
+		/* most subtransactions (a fan-out's in autocommit) have none */
+		if (cmds == NULL)
+			cmds = palloc0(sizeof(CdGroupCommand) * hash_get_num_entries(connections));
+		cmds[n].conn = conn;
+		cmds[n].sql = psprintf(conn->adapter->sql_release, level);
+		n++;
+	}
+	if (n == 0)
+		return;
+	group_exec(cmds, n, CD_EXEC_INTERNAL);
+	for (int i = 0; i < n; i++)
+		if (!cmds[i].ok)
+		{
+			cmds[i].conn->doomed = true;
+			if (failed < 0)
+				failed = i;
+		}
+	for (int i = 0; i < n; i++)
+		if (cmds[i].ok)
+		{
+			cmds[i].conn->xact_depth = level - 1;
+			if (failed >= 0)
+				cmds[i].conn->doomed = true;
+		}
+	if (failed >= 0)
+		RemoteRaise(CD_REMOTE_RELEASE, cmds[failed].conn->shard, cmds[failed].conn->adapter,
+					NULL, &cmds[failed].err);
+	pfree(cmds);
+}
+
+/*
  * connection_subxact_callback releases or rolls back the shards'
  * savepoints with the front's subtransactions.
  */
@@ -641,13 +736,15 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		return;
 
 	level = GetCurrentTransactionNestLevel();
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		release_together(level);
+		return;
+	}
 	hash_seq_init(&scan, connections);
 	while ((conn = hash_seq_search(&scan)) != NULL)
 	{
-		char		sql[64];
-
-		if (conn->in_flight && event == SUBXACT_EVENT_ABORT_SUB &&
-			conn->in_flight_level >= level)
+		if (conn->in_flight && conn->in_flight_level >= level)
 		{
 			/*
 			 * A statement of this subtransaction abandoned midway (an
@@ -663,34 +760,7 @@ connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		}
 		if (conn->xact_depth < level)
 			continue;
-
-		if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-		{
-			CdRemoteError err;
-			int64		rows;
-
-			if (conn->doomed || conn->handle == NULL)
-			{
-				conn->xact_depth = level - 1;
-				continue;
-			}
-			snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
-			memset(&err, 0, sizeof(err));
-			conn->in_flight = true;
-			conn->in_flight_level = level;
-			if (!conn->adapter->exec(conn->handle, 0, NULL, sql, 0, NULL,
-									 CD_EXEC_INTERNAL, NULL, &rows, &err))
-			{
-				conn->in_flight = false;
-				conn->doomed = true;
-				if (err.connection_lost)
-					ConnectionClose(conn);
-				hash_seq_term(&scan);
-				RemoteRaise(CD_REMOTE_RELEASE, conn->shard, conn->adapter, NULL, &err);
-			}
-			conn->in_flight = false;
-		}
-		else if (conn->doomed || conn->handle == NULL)
+		if (conn->doomed || conn->handle == NULL)
 		{
 			/* the shard's state inside its transaction is unknown */
 			conn->doomed = true;

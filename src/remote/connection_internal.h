@@ -8,6 +8,8 @@
 #ifndef COLLEGEDB_CONNECTION_INTERNAL_H
 #define COLLEGEDB_CONNECTION_INTERNAL_H
 
+#include "storage/latch.h"
+
 #include "remote/remote.h"
 
 typedef struct CdConnKey
@@ -119,6 +121,47 @@ extern CdConnection **ConnectionParticipants(int *n);
 extern void ConnectionAtEnd(bool aborted);
 extern CdConnection *ConnectionAnyOpen(void);
 extern bool ConnectionCommitAloneOk(void);
+
+/*
+ * One shard's socket in a wait over several (group.c, fanout.c): 'events'
+ * are the wait-set events it waits for (0: not waiting now); 'ready' says
+ * that the wait found the socket ready; 'pos' is RemoteWaitSlots' (its
+ * place in the wait set).
+ */
+typedef struct CdWaitSlot
+{
+	pgsocket	sock;
+	int			events;
+	bool		ready;
+	int			pos;
+} CdWaitSlot;
+
+typedef struct CdWaitSet CdWaitSet;
+
+/*
+ * One of collegedb's own commands on one connection, run with others at
+ * once (ConnectionGroupExec): the setup commands and 'sql', without
+ * parameters or rows; 'ok' and 'err' are its outcome.
+ */
+typedef struct CdGroupCommand
+{
+	CdConnection *conn;
+	int			nsetup;
+	const char *setup[8];
+	const char *sql;
+	bool		ok;
+	CdRemoteError err;
+} CdGroupCommand;
+
+/* group.c */
+extern uint64 RemoteSocketGeneration;
+extern CdWaitSet *RemoteWaitSetAcquire(void);
+extern void RemoteWaitSetRelease(CdWaitSet *ws, bool failed);
+extern void RemoteWaitSlots(CdWaitSet *ws, CdWaitSlot *slots, int n, long timeout,
+							bool interruptible);
+extern int	RemoteWaitEvents(CdPollResult r);
+extern void ConnectionGroupExec(CdGroupCommand *cmds, int n, int flags);
+extern void ConnectionCommitTogether(CdConnection **conns, int n);
 
 /* observe.c: what StatementTryBegin and StatementFinish report */
 extern void ObserveBegan(const CdShard *shard);

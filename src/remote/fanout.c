@@ -59,11 +59,11 @@ typedef struct FanoutWork
 	CdPollResult waiting;		/* READ or WRITE while running */
 	TimestampTz deadline;		/* 0: none */
 	bool		in_block;		/* the front was in a transaction block */
-	int			wait_pos;		/* its socket's place in the wait set, or -1 */
-	int			wait_events;	/* the events it was added there for */
+	CdWaitSlot *slot;			/* its socket in the fan-out's wait set */
 } FanoutWork;
 
 static void ended(FanoutWork *w);
+static void poll_one(FanoutWork *w, TimestampTz now);
 
 /*
  * fail records a shard's failure: its SQLSTATE, message, detail and hint.
@@ -257,10 +257,10 @@ start(FanoutWork *w, int timeout_ms)
 		return;
 	}
 	w->state = FANOUT_RUNNING;
-	w->wait_pos = -1;			/* not in the wait set yet (wait_any) */
-	w->waiting = CD_POLL_WRITE;
 	w->deadline = timeout_ms > 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	/* what it waits for first: mostly the answer, already (see wait_any) */
+	poll_one(w, 0);
 }
 
 /*
@@ -285,70 +285,65 @@ cancel_running(FanoutWork *work, int n)
 /*
  * wait_any waits until a running shard's socket is ready, the latch is
  * set, or the nearest deadline passes; then services interrupts.  The
- * wait set '*set' lasts for the fan-out: it is made again only when the
- * shards running are not those in it, and otherwise only modified when a
- * shard waits for other events than before.
+ * wait set 'ws' is the one kept from fan-out to fan-out: the same shards
+ * waiting for their answers wait on it as they are, without a change.
  */
 static void
-wait_any(FanoutWork *work, int n, WaitEventSet **set)
+wait_any(FanoutWork *work, int n, CdWaitSet *ws)
 {
-	WaitEvent	events[1];
 	TimestampTz nearest = 0;
 	long		timeout = -1;
-	int			running = 0;
-	bool		same = *set != NULL;
 
-	for (int i = 0; i < n; i++)
-	{
-		bool		is_running = work[i].state == FANOUT_RUNNING;
-
-		running += is_running;
-		if (is_running != (work[i].wait_pos >= 0))
-			same = false;
-	}
-
-	if (!same)
-	{
-		if (*set)
-			FreeWaitEventSet(*set);
-		*set = NULL;
-		*set = CreateWaitEventSet(CurrentMemoryContext, running + 2);
-		AddWaitEventToSet(*set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(*set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	}
 	for (int i = 0; i < n; i++)
 	{
 		FanoutWork *w = &work[i];
-		int			ev;
 
+		w->slot->events = 0;
 		if (w->state != FANOUT_RUNNING)
-		{
-			w->wait_pos = -1;
 			continue;
-		}
-		ev = w->waiting == CD_POLL_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
-		if (!same)
-			w->wait_pos = AddWaitEventToSet(*set, ev,
-											w->st.conn->adapter->socket(w->st.conn->handle),
-											NULL, NULL);
-		else if (ev != w->wait_events)
-			ModifyWaitEvent(*set, w->wait_pos, ev, NULL);
-		w->wait_events = ev;
+		w->slot->events = RemoteWaitEvents(w->waiting);
+		w->slot->sock = w->st.conn->adapter->socket(w->st.conn->handle);
 		if (w->deadline && (nearest == 0 || w->deadline < nearest))
 			nearest = w->deadline;
 	}
 	if (nearest)
 		timeout = Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), nearest), 0);
-
-	if (WaitEventSetWait(*set, timeout, events, 1, PG_WAIT_EXTENSION) > 0 &&
-		(events[0].events & WL_LATCH_SET))
-		ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
+	RemoteWaitSlots(ws, work[0].slot, n, timeout, true);
 }
 
 /*
- * progress polls every running shard and handles the ones that finished
- * or ran out of time.
+ * poll_one makes progress on a running shard's statement and handles its
+ * end, or its running out of time.
+ */
+static void
+poll_one(FanoutWork *w, TimestampTz now)
+{
+	CdPollResult r;
+	int64		rows = 0;
+	ErrorContextCallback context;
+
+	StatementContextPush(&w->st, &context);
+	r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
+	StatementContextPop(&context);
+	if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
+		finish(w, r == CD_POLL_DONE, rows);
+	else if (w->deadline && now >= w->deadline)
+	{
+		w->st.conn->adapter->cancel(w->st.conn->handle, CollegeCleanupTimeout);
+		w->st.err.connection_lost = true;	/* drop the connection */
+		w->st.err.message = "timeout";
+		(void) StatementFinish(&w->st, false, 1);
+		w->out->timed_out = true;
+		fail(w, "57014", psprintf("timeout after %d ms on shard \"%s\"",
+								  CollegeFanoutTimeout, w->out->shard->name), NULL, NULL);
+	}
+	else
+		w->waiting = r;
+}
+
+/*
+ * progress polls the running shards whose socket the wait found ready,
+ * and those that ran out of time.
  */
 static void
 progress(FanoutWork *work, int n)
@@ -358,29 +353,10 @@ progress(FanoutWork *work, int n)
 	for (int i = 0; i < n; i++)
 	{
 		FanoutWork *w = &work[i];
-		CdPollResult r;
-		int64		rows = 0;
-		ErrorContextCallback context;
 
-		if (w->state != FANOUT_RUNNING)
-			continue;
-		StatementContextPush(&w->st, &context);
-		r = w->st.conn->adapter->poll(w->st.conn->handle, w->out->sink, &rows, &w->st.err);
-		StatementContextPop(&context);
-		if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
-			finish(w, r == CD_POLL_DONE, rows);
-		else if (w->deadline && now >= w->deadline)
-		{
-			w->st.conn->adapter->cancel(w->st.conn->handle, CollegeCleanupTimeout);
-			w->st.err.connection_lost = true;	/* drop the connection */
-			w->st.err.message = "timeout";
-			(void) StatementFinish(&w->st, false, 1);
-			w->out->timed_out = true;
-			fail(w, "57014", psprintf("timeout after %d ms on shard \"%s\"",
-									  CollegeFanoutTimeout, w->out->shard->name), NULL, NULL);
-		}
-		else
-			w->waiting = r;
+		if (w->state == FANOUT_RUNNING &&
+			(w->slot->ready || (w->deadline && now >= w->deadline)))
+			poll_one(w, now);
 	}
 }
 
@@ -400,9 +376,10 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	FanoutWork *work = palloc0(sizeof(FanoutWork) * Max(n, 1));
+	CdWaitSlot *slots = palloc0(sizeof(CdWaitSlot) * Max(n, 1));
 	int			concurrency = Max(CollegeFanoutConcurrency, 1);
 	bool		in_block = IsTransactionBlock();
-	WaitEventSet **set = palloc0(sizeof(WaitEventSet *));	/* see wait_any */
+	CdWaitSet  *volatile ws = NULL;	/* see wait_any */
 
 	/* the savepoint that a failed shard's remote transaction goes back to */
 	BeginInternalSubTransaction(NULL);
@@ -413,7 +390,8 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 		work[i].out = &shards[i];
 		work[i].kind = kind;
 		work[i].in_block = in_block;
-		work[i].wait_pos = -1;
+		work[i].slot = &slots[i];
+		slots[i].pos = -1;
 		work[i].state = FANOUT_DONE;
 		shards[i].ok = false;
 		shards[i].timed_out = false;
@@ -459,21 +437,23 @@ FanoutRun(CdFanoutShard *shards, int n, const char *sql, int nparams,
 				break;
 			if (running > 0)
 			{
-				wait_any(work, n, set);
+				if (ws == NULL)
+					ws = RemoteWaitSetAcquire();
+				wait_any(work, n, ws);
 				progress(work, n);
 			}
 		}
-		if (*set)
-			FreeWaitEventSet(*set);
-		*set = NULL;
+		if (ws)
+			RemoteWaitSetRelease(ws, false);
+		ws = NULL;
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 
-		if (*set)
-			FreeWaitEventSet(*set);
-		*set = NULL;
+		if (ws)
+			RemoteWaitSetRelease(ws, true);
+		ws = NULL;
 
 		/*
 		 * An error of the front (an interrupt, a row the sink cannot take):

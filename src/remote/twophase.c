@@ -5,12 +5,19 @@
  *	  (README.md "Transactions across shards"), and the global transaction ids it uses.
  *
  * At the front's pre-commit (connection.c hands over the participants):
- *	- fewer than two participants wrote, or collegedb.commit_protocol is
- *	  'sequential': each participant commits in turn, as before (no extra
- *	  round trip for a single-shard transaction);
- *	- otherwise the readers commit first (they cannot change the outcome),
- *	  then every writer that can prepare (CdCapabilities.two_phase) is
- *	  prepared under its global transaction id, then the one writer that
+ *	- fewer than two participants wrote: every participant commits at once
+ *	  (ConnectionCommitTogether: all COMMITs sent, then all awaited), so a
+ *	  transaction over many shards pays one round trip for its commit.  The
+ *	  one writer, if any, commits with the readers: a reader whose COMMIT
+ *	  fails (a serialization failure) aborts the front even when the
+ *	  writer's went through, as it did before whenever the writer happened
+ *	  to commit first;
+ *	- collegedb.commit_protocol 'sequential': the readers commit at once,
+ *	  then each writer in turn;
+ *	- otherwise the readers commit first, at once (they cannot change the
+ *	  outcome), then every writer that can prepare
+ *	  (CdCapabilities.two_phase) is prepared under its global transaction
+ *	  id, then the one writer that
  *	  cannot (SQLite, CdCapabilities.last_participant) inserts a marker of
  *	  the front transaction and commits: its outcome is the decision.  The
  *	  decision record in collegedb.commit_decision, in the front's own
@@ -295,9 +302,26 @@ ensure_one_last(CdConnection **parts, int n)
 }
 
 /*
+ * commit_readers commits together (ConnectionCommitTogether) the
+ * participants that did not write, or, when 'all', every one.
+ */
+static void
+commit_readers(CdConnection **parts, int n, bool all)
+{
+	CdConnection **readers = palloc(sizeof(CdConnection *) * n);
+	int			m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (all || !parts[i]->wrote)
+			readers[m++] = parts[i];
+	ConnectionCommitTogether(readers, m);
+	pfree(readers);
+}
+
+/*
  * pre_commit commits the participants of the front transaction at
- * its pre-commit: one after another, or with two-phase commit up to the
- * decision record (see the file header).
+ * its pre-commit: together, one after another, or with two-phase commit
+ * up to the decision record (see the file header).
  */
 static void
 pre_commit(CdConnection **parts, int n)
@@ -310,10 +334,17 @@ pre_commit(CdConnection **parts, int n)
 	for (int i = 0; i < n; i++)
 		if (parts[i]->wrote || parts[i]->doomed)
 			writers++;
-	if (writers < 2 || CollegeCommitProtocol == CD_COMMIT_SEQUENTIAL)
+	if (writers < 2)
 	{
+		commit_readers(parts, n, true);
+		return;
+	}
+	if (CollegeCommitProtocol == CD_COMMIT_SEQUENTIAL)
+	{
+		commit_readers(parts, n, false);
 		for (int i = 0; i < n; i++)
-			ConnectionCommitOnePhase(parts[i]);
+			if (parts[i]->wrote)
+				ConnectionCommitOnePhase(parts[i]);
 		return;
 	}
 
@@ -335,9 +366,7 @@ pre_commit(CdConnection **parts, int n)
 	}
 	last = ensure_one_last(parts, n);
 
-	for (int i = 0; i < n; i++)
-		if (!parts[i]->wrote)
-			ConnectionCommitOnePhase(parts[i]);
+	commit_readers(parts, n, false);
 
 	/*
 	 * The decision record goes in first: it counts only if the front
