@@ -5,15 +5,13 @@
  *	  (README.md "Transactions across shards"), and the global transaction ids it uses.
  *
  * At the front's pre-commit (connection.c hands over the participants):
- *	- fewer than two participants wrote: every participant commits at once
- *	  (ConnectionCommitTogether: all COMMITs sent, then all awaited), so a
- *	  transaction over many shards pays one round trip for its commit.  The
- *	  one writer, if any, commits with the readers: a reader whose COMMIT
- *	  fails (a serialization failure) aborts the front even when the
- *	  writer's went through, as it did before whenever the writer happened
- *	  to commit first;
- *	- collegedb.commit_protocol 'sequential': the readers commit at once,
- *	  then each writer in turn;
+ *	- fewer than two participants wrote, or collegedb.commit_protocol is
+ *	  'sequential': the readers commit at once (ConnectionCommitTogether:
+ *	  all COMMITs sent, then all awaited), so a transaction over many
+ *	  shards pays one round trip for their commits, then each writer in
+ *	  turn.  The readers go first because a reader's COMMIT can fail (a
+ *	  serialization failure): it then aborts the front before the one
+ *	  writer committed, so the write is rolled back with it;
  *	- otherwise the readers commit first, at once (they cannot change the
  *	  outcome), then every writer that can prepare
  *	  (CdCapabilities.two_phase) is prepared under its global transaction
@@ -303,16 +301,17 @@ ensure_one_last(CdConnection **parts, int n)
 
 /*
  * commit_readers commits together (ConnectionCommitTogether) the
- * participants that did not write, or, when 'all', every one.
+ * participants that did not write (a lost one counts as a writer: its
+ * commit raises).
  */
 static void
-commit_readers(CdConnection **parts, int n, bool all)
+commit_readers(CdConnection **parts, int n)
 {
 	CdConnection **readers = palloc(sizeof(CdConnection *) * n);
 	int			m = 0;
 
 	for (int i = 0; i < n; i++)
-		if (all || !parts[i]->wrote)
+		if (!parts[i]->wrote && !parts[i]->doomed)
 			readers[m++] = parts[i];
 	ConnectionCommitTogether(readers, m);
 	pfree(readers);
@@ -334,16 +333,11 @@ pre_commit(CdConnection **parts, int n)
 	for (int i = 0; i < n; i++)
 		if (parts[i]->wrote || parts[i]->doomed)
 			writers++;
-	if (writers < 2)
+	if (writers < 2 || CollegeCommitProtocol == CD_COMMIT_SEQUENTIAL)
 	{
-		commit_readers(parts, n, true);
-		return;
-	}
-	if (CollegeCommitProtocol == CD_COMMIT_SEQUENTIAL)
-	{
-		commit_readers(parts, n, false);
+		commit_readers(parts, n);
 		for (int i = 0; i < n; i++)
-			if (parts[i]->wrote)
+			if (parts[i]->wrote || parts[i]->doomed)
 				ConnectionCommitOnePhase(parts[i]);
 		return;
 	}
@@ -366,7 +360,7 @@ pre_commit(CdConnection **parts, int n)
 	}
 	last = ensure_one_last(parts, n);
 
-	commit_readers(parts, n, false);
+	commit_readers(parts, n);
 
 	/*
 	 * The decision record goes in first: it counts only if the front

@@ -151,6 +151,25 @@ is(bg_query($bg, "SELECT count(*) FROM collegedb.connections() WHERE in_transact
 is(bg_query($bg, $fan)->{stdout}, '3', 'the next fan-out of the session works on every shard');
 is(bg_query($bg, "BEGIN; $fan; COMMIT;")->{stderr}, '', '... in a transaction block too');
 
+# a read whose shard fails its COMMIT (a function that writes behind a SELECT) while one
+# other shard wrote: the readers commit before the writer, so the write is rolled back
+$shard->safe_psql('app3', q{
+	CREATE TABLE dups (v int UNIQUE DEFERRABLE INITIALLY DEFERRED);
+	INSERT INTO dups VALUES (1);
+	CREATE FUNCTION dup_touch() RETURNS int LANGUAGE sql AS 'INSERT INTO dups VALUES (1) RETURNING v';
+});
+$r = bg_query(
+	$bg, q{BEGIN;
+	SELECT collegedb.run('k1', 'INSERT INTO items VALUES ($1, $2)', 'k1', 'fresh');
+	SELECT collegedb.run_on_shard('s3', 'SELECT dup_touch()');
+	COMMIT;});
+is($r->{sqlstate}, '23505', "a reader's failing commit aborts the front with the shard's SQLSTATE");
+like($r->{stderr}, qr/s3/, '... naming the reader');
+is($shard->safe_psql('app2', q{SELECT count(*) FROM items WHERE id = 'k1'}), '0',
+	'... before the one writer committed: its write is rolled back');
+is(bg_query($bg, "SELECT count(*) FROM collegedb.connections() WHERE in_transaction")->{stdout},
+	'0', 'no remote transaction is left open');
+
 # --- a connection lost before the commit -------------------------------------------------
 
 $r = bg_query($bg, "BEGIN; $fan;");
@@ -185,7 +204,7 @@ $front->safe_psql(
 	SELECT collegedb.run_on_shard('m', 'CREATE TABLE items (id varchar(20) PRIMARY KEY, v text)');
 	SELECT collegedb.run_on_shard('q', 'CREATE TABLE items (id text PRIMARY KEY, v text)');
 });
-# one writer (SQLite, then MariaDB) and readers everywhere: all commit at once
+# one writer (SQLite, then MariaDB) and readers everywhere: the readers commit at once, then the writer
 my %read_back = (
 	q => sub { sqlite_exec($sqlite, q{SELECT v FROM items WHERE id = 'w'}) },
 	m => sub { mysql_query($mdb, q{SELECT v FROM items WHERE id = 'w'}, database => $mdbname) });
