@@ -189,7 +189,7 @@ GucInit(void)
 
 	DefineCustomIntVariable("collegedb.recovery_interval",
 							"Sets how often the coordinator resolves prepared transactions left on the shards.",
-							"The coordinator also does it when it starts; collegedb.recover_prepared_transactions() does it on demand.",
+							"The coordinator also does it when it starts, and skips it while no transaction used two-phase commit since a pass that found nothing; collegedb.recover_prepared_transactions() does it on demand.",
 							&CollegeRecoveryInterval,
 							10000, 100, INT_MAX,
 							PGC_SIGHUP,

@@ -70,6 +70,10 @@ typedef struct CollegeSharedState
 	LWLock	   *lock;			/* protects inserts into the activity hash
 								 * and the claiming of round-robin slots */
 	RoundRobinSlot round_robin[ROUND_ROBIN_SLOTS];
+	/* two-phase commit activity, for the coordinators' recovery passes */
+	pg_atomic_uint64 two_phase_begun;	/* front transactions that began it */
+	pg_atomic_uint32 two_phase_running; /* of those, not ended yet */
+	pg_atomic_uint32 two_phase_unclean; /* one ended by abort or a failure */
 } CollegeSharedState;
 
 /* a subsystem's part of shared memory (ShmemRegister) */
@@ -177,6 +181,9 @@ collegedb_shmem_startup(void)
 			shared_state->round_robin[i].database = InvalidOid;
 			pg_atomic_init_u64(&shared_state->round_robin[i].next, 0);
 		}
+		pg_atomic_init_u64(&shared_state->two_phase_begun, 0);
+		pg_atomic_init_u32(&shared_state->two_phase_running, 0);
+		pg_atomic_init_u32(&shared_state->two_phase_unclean, 0);
 	}
 
 	memset(&ctl, 0, sizeof(ctl));
@@ -471,4 +478,60 @@ uint64
 ShmemRoundRobinPeek(void)
 {
 	return pg_atomic_read_u64(&round_robin_slot()->next);
+}
+
+/*
+ * ShmemTwoPhaseBegin notes that a front transaction begins two-phase
+ * commit: it may leave prepared transactions on shards.  It counts as
+ * running before it counts as begun, so that a coordinator that sees it
+ * begun and not running knows it ended.  A no-op without preload (there
+ * is no coordinator then).
+ */
+void
+ShmemTwoPhaseBegin(void)
+{
+	if (shared_state == NULL)
+		return;
+	pg_atomic_fetch_add_u32(&shared_state->two_phase_running, 1);
+	pg_atomic_fetch_add_u64(&shared_state->two_phase_begun, 1);
+}
+
+/*
+ * ShmemTwoPhaseEnd notes that such a transaction ended; 'clean' false when
+ * it aborted or a participant's commit failed, so that something may be
+ * left prepared for recovery.  The flag is set before the transaction
+ * stops counting as running.
+ */
+void
+ShmemTwoPhaseEnd(bool clean)
+{
+	if (shared_state == NULL)
+		return;
+	if (!clean)
+		pg_atomic_write_u32(&shared_state->two_phase_unclean, 1);
+	pg_atomic_fetch_sub_u32(&shared_state->two_phase_running, 1);
+}
+
+/*
+ * ShmemTwoPhaseQuiet reads, in this order, how many transactions began
+ * two-phase commit (*begun), whether any is still running, and whether
+ * one ended uncleanly since the last call (clearing that flag): true when
+ * none runs and none ended uncleanly.  A recovery pass that starts after
+ * a quiet reading and finds nothing to do leaves nothing behind of the
+ * first *begun transactions.
+ */
+bool
+ShmemTwoPhaseQuiet(uint64 *begun)
+{
+	bool		running;
+	bool		unclean;
+
+	*begun = 0;
+	if (shared_state == NULL)
+		return false;
+	*begun = pg_atomic_read_u64(&shared_state->two_phase_begun);
+	pg_memory_barrier();
+	running = pg_atomic_read_u32(&shared_state->two_phase_running) > 0;
+	unclean = pg_atomic_exchange_u32(&shared_state->two_phase_unclean, 0) != 0;
+	return !running && !unclean;
 }

@@ -75,6 +75,9 @@ extern void ShmemCountStatement(const char *shard, const char *error);
 extern void ShmemRecordContact(const char *shard, const char *error);
 extern bool ShmemShardHealth(const char *shard, ShardHealth *out);
 extern ShardActivity *ShmemActivitySnapshot(int *count);
+extern void ShmemTwoPhaseBegin(void);
+extern void ShmemTwoPhaseEnd(bool clean);
+extern bool ShmemTwoPhaseQuiet(uint64 *begun);
 extern uint64 ShmemRoundRobinTicket(void);
 extern uint64 ShmemRoundRobinPeek(void);
 

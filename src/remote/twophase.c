@@ -26,7 +26,11 @@
  * At the front's commit (interrupts are held, nothing may raise): the
  * decision is flushed to the front's WAL, then every prepared participant
  * is committed, each wait bounded by collegedb.cleanup_timeout; what fails
- * is left to recovery (recovery.c) with a WARNING.
+ * is left to recovery (recovery.c) with a WARNING.  From its decision
+ * record to its end such a transaction counts in shared memory as
+ * running, and one that aborted or left a participant prepared is noted
+ * there, which is what tells the coordinators whether a recovery pass can
+ * find anything (ShmemTwoPhaseQuiet).
  *
  * A global transaction id is "cdb_<system identifier>_<database oid>_
  * <full xid>_<server oid>" in hex: the front (so that recovery knows its
@@ -221,6 +225,9 @@ prepare(CdConnection *conn, FullTransactionId fxid)
  */
 static bool last_committed = false;
 
+/* whether this transaction counts in two-phase commit's shared activity */
+static bool two_phase_begun = false;
+
 /*
  * commit_last commits the last participant with the marker of front
  * transaction 'xact' in its transaction; raises on failure.
@@ -373,6 +380,9 @@ pre_commit(CdConnection **parts, int n)
 	 * standbys, as PREPARE TRANSACTION does: a standby promoted after the
 	 * front died then knows the xid too.
 	 */
+	/* from here on a shard may be left prepared: the coordinator looks */
+	ShmemTwoPhaseBegin();
+	two_phase_begun = true;
 	fxid = GetTopFullTransactionId();
 	TwoPhaseXactName(fxid, xact);
 	DecisionRecord(xact);
@@ -394,12 +404,14 @@ pre_commit(CdConnection **parts, int n)
 
 /*
  * at_commit commits the prepared participants once the front's
- * decision committed; nothing here raises (see the file header).
+ * decision committed; nothing here raises (see the file header).  False
+ * when a participant's commit failed, leaving it to recovery.
  */
-static void
+static bool
 at_commit(CdConnection **parts, int n)
 {
 	int			done = 0;
+	bool		clean = true;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -422,14 +434,31 @@ at_commit(CdConnection **parts, int n)
 								(const char *const[]) {conn->adapter->two_phase_sql->commit_prepared, NULL},
 								conn->gid, CD_EXEC_CLEANUP, &err) &&
 			strcmp(err.sqlstate, conn->adapter->two_phase_sql->missing_sqlstate) != 0)
+		{
+			clean = false;
 			ereport(WARNING,
 					(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
 					 errmsg("could not commit prepared transaction %s on shard \"%s\": %s",
 							conn->gid, conn->shard, err.message ? err.message : "unknown error"),
 					 errdetail("The transaction committed; the shard's part is prepared and will be committed."),
 					 errhint("The coordinator commits it later, or run SELECT * FROM collegedb.recover_prepared_transactions().")));
+		}
 		ConnectionMarkFinished(conn);
 	}
+	return clean;
+}
+
+/*
+ * two_phase_ended tells the shared activity that this transaction's
+ * two-phase commit is over; 'clean' false when something may be left
+ * prepared.
+ */
+static void
+two_phase_ended(bool clean)
+{
+	if (two_phase_begun)
+		ShmemTwoPhaseEnd(clean);
+	two_phase_begun = false;
 }
 
 /*
@@ -442,6 +471,7 @@ xact_callback(XactEvent event, void *arg)
 	CdConnection **parts;
 	CdConnection *open;
 	int			n;
+	bool		clean;
 
 	switch (event)
 	{
@@ -466,20 +496,21 @@ xact_callback(XactEvent event, void *arg)
 			{
 				parts = ConnectionParticipants(&n);
 				if (n > 0)
-					at_commit(parts, n);
+					(void) at_commit(parts, n);
 				last_committed = false;
 			}
 			ConnectionAtEnd(true);
+			two_phase_ended(false);
 			break;
 
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
 			parts = ConnectionParticipants(&n);
-			if (n > 0)
-				at_commit(parts, n);
+			clean = n == 0 || at_commit(parts, n);
 			last_committed = false;
 			ConnectionAtEnd(false);
+			two_phase_ended(clean);
 			break;
 	}
 }

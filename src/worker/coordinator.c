@@ -20,7 +20,8 @@
  *	  due (outbox.c), sleeping no longer than until the next one is due.
  *	- when it starts and every collegedb.recovery_interval, resolves the
  *	  prepared transactions that two-phase commit left on the shards
- *	  (remote/recovery.c).
+ *	  (remote/recovery.c), skipping the pass while nothing can have been
+ *	  left since one that found nothing.
  * One transaction per unit of work; an error is logged and recorded, and
  * the loop goes on.  SIGHUP reloads the configuration; a coordinator that
  * collegedb.database no longer allows exits.
@@ -43,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
+#include "catalog/decisions.h"
 #include "catalog/journal.h"
 #include "collegedb.h"
 #include "remote/remote.h"
@@ -231,15 +233,16 @@ as_owner(Oid owner, void (*work) (int64), int64 id, const char *what)
  * a pass every few seconds does not need them kept, and a shard restarted
  * meanwhile is reached afresh.
  */
-static void
+static bool
 recover_prepared(void)
 {
 	MemoryContext context = CurrentMemoryContext;
+	bool		found_nothing = false;
 
 	PG_TRY();
 	{
 		WorkerBegin();
-		(void) RecoveryRun(true);
+		found_nothing = RecoveryRun(true) == NIL && DecisionList() == NIL;
 		WorkerCommit();
 		/* no shard connection is held between passes */
 		(void) ConnectionDisconnectAll();
@@ -250,8 +253,10 @@ recover_prepared(void)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
+		found_nothing = false;
 	}
 	PG_END_TRY();
+	return found_nothing;
 }
 
 /*
@@ -265,6 +270,8 @@ collegedb_coordinator_main(Datum arg)
 	int			slot;
 	MemoryContext loop_context;
 	TimestampTz last_recovery = 0;
+	bool		recovered_all = false;
+	uint64		recovered_begun = 0;
 
 	memcpy(&slot, MyBgworkerEntry->bgw_extra, sizeof(slot));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -315,12 +322,24 @@ collegedb_coordinator_main(Datum arg)
 		if (job.id > 0)
 			as_owner(job.owner, JobRun, job.id, "job");
 		next_delivery = OutboxDeliver();
-		/* prepared transactions left by two-phase commit */
+		/*
+		 * Prepared transactions left by two-phase commit: a pass at start,
+		 * then every recovery_interval unless the last pass found nothing
+		 * and no transaction has begun two-phase commit since its quiet
+		 * reading (each pass opens a connection to every shard).
+		 */
 		if (last_recovery == 0 ||
 			TimestampDifferenceExceeds(last_recovery, GetCurrentTimestamp(),
 									   CollegeRecoveryInterval))
 		{
-			recover_prepared();
+			uint64		begun;
+			bool		quiet = ShmemTwoPhaseQuiet(&begun);
+
+			if (!recovered_all || !quiet || begun != recovered_begun)
+			{
+				recovered_all = recover_prepared() && quiet;
+				recovered_begun = begun;
+			}
 			last_recovery = GetCurrentTimestamp();
 		}
 		MemoryContextSwitchTo(old);
