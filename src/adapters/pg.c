@@ -747,6 +747,7 @@ const CdAdapter CdPostgresAdapter = {
 	.two_phase_sql = &pg_two_phase,
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",
+	.key_list_sql = " = ANY($%d)",
 	.topology_ddl = pg_topology_ddl,
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,
