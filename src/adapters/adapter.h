@@ -185,6 +185,9 @@ typedef struct CdStatementShape
 	bool		read_only;		/* provably a read (see adapters/lexer.c) */
 	bool		transaction_control;	/* BEGIN, COMMIT, SAVEPOINT, ... */
 	bool		names_reserved; /* names something called collegedb_... */
+	bool		statement_name_reserved;	/* a prepared statement called
+											 * collegedb_... (after
+											 * statement_name_words) */
 	char		first_word[16]; /* lower case, "" if none or longer */
 } CdStatementShape;
 
