@@ -5,8 +5,9 @@
  *	  quals go to the shards, which key routes them, and what the plan
  *	  keeps for execution.
  *
- * A qual "key = constant or parameter" (or "key = ANY(array)", or IN)
- * routes the scan to the key's shard(s); without one the scan reaches
+ * A qual "key = constant or parameter" (or "key = ANY(array)", or IN, also
+ * IN ($1, $2, ...) under a generic plan, whose list the scan evaluates at
+ * execution) routes the scan to the key's shard(s); without one the scan reaches
  * every shard of the read set.  Of the other quals, those deparse.c can
  * send go to the shards, the rest is evaluated in the front.
  *
