@@ -57,7 +57,8 @@ RESET plan_cache_mode;
 
 -- IN ($1, $2, $3) of separate parameters under a generic plan: the list is
 -- evaluated at execution and grouped as a constant list is
-PREPARE by_params(int, int, int) AS SELECT id, v FROM items WHERE id IN ($1, $2, $3);
+PREPARE by_params(int, int, int) AS
+  SELECT id, v FROM items WHERE id IN ($1, $2, $3) ORDER BY id;
 SET plan_cache_mode = force_generic_plan;
 EXPLAIN (COSTS OFF) EXECUTE by_params(1, 2, 101);
 EXECUTE by_params(1, 2, 101);
@@ -65,7 +66,8 @@ EXECUTE by_params(4, NULL, 4);
 EXECUTE by_params(NULL, NULL, NULL);
 EXECUTE by_params(103, 500, 6);
 -- an expression of parameters, evaluated once
-PREPARE by_exprs(int) AS SELECT id, v FROM items WHERE id IN ($1, $1 + 1, $1 * 10);
+PREPARE by_exprs(int) AS
+  SELECT id, v FROM items WHERE id IN ($1, $1 + 1, $1 * 10) ORDER BY id;
 EXECUTE by_exprs(9);
 -- in PL/pgSQL, whose plans go generic after five executions
 CREATE FUNCTION read3(a int, b int, c int) RETURNS text LANGUAGE plpgsql AS $$

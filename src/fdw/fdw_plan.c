@@ -7,8 +7,8 @@
  *
  * A qual "key = constant or parameter" (or "key = ANY(array)", or IN, also
  * IN ($1, $2, ...) under a generic plan, whose list the scan evaluates at
- * execution) routes the scan to the key's shard(s); without one the scan reaches
- * every shard of the read set.  Of the other quals, those deparse.c can
+ * execution) routes the scan to the key's shard(s); without one the scan
+ * reaches every shard of the read set.  Of the other quals, those deparse.c can
  * send go to the shards, the rest is evaluated in the front.
  *
  * UPDATE and DELETE go to the shards whole (direct modification) when
