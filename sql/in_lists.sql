@@ -55,6 +55,34 @@ SELECT id, v FROM by_param2 ORDER BY id;
 SELECT count(*), sum(id) FROM items WHERE id = ANY(ARRAY(SELECT generate_series(1, 100))::int[]);
 RESET plan_cache_mode;
 
+-- IN ($1, $2, $3) of separate parameters under a generic plan: the list is
+-- evaluated at execution and grouped as a constant list is
+PREPARE by_params(int, int, int) AS
+  SELECT id, v FROM items WHERE id IN ($1, $2, $3) ORDER BY id;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE by_params(1, 2, 101);
+EXECUTE by_params(1, 2, 101);
+EXECUTE by_params(4, NULL, 4);
+EXECUTE by_params(NULL, NULL, NULL);
+EXECUTE by_params(103, 500, 6);
+-- an expression of parameters, evaluated once
+PREPARE by_exprs(int) AS
+  SELECT id, v FROM items WHERE id IN ($1, $1 + 1, $1 * 10) ORDER BY id;
+EXECUTE by_exprs(9);
+-- in PL/pgSQL, whose plans go generic after five executions
+CREATE FUNCTION read3(a int, b int, c int) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN (SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM items WHERE id IN (a, b, c));
+END $$;
+SELECT i, read3(i, i + 1, 100 + i) FROM generate_series(1, 8) AS i ORDER BY i;
+DROP FUNCTION read3(int, int, int);
+-- a volatile element is evaluated per row, in the front: every shard
+EXPLAIN (COSTS OFF) SELECT id FROM items WHERE id IN (1, (random() * 0)::int + 2);
+SELECT id FROM items WHERE id IN (1, (random() * 0)::int + 2) ORDER BY id;
+RESET plan_cache_mode;
+DEALLOCATE by_params;
+DEALLOCATE by_exprs;
+
 -- keys of all three dialects in one list, with another qual sent along
 SELECT id, v FROM items WHERE id IN (97, 98, 99, 100, 101, 102, 120) ORDER BY id;
 SELECT id, v FROM items WHERE id IN (97, 98, 99, 100, 101, 102, 120) AND v <> 'v98' ORDER BY id;

@@ -83,10 +83,38 @@ SELECT try($$SELECT collegedb.first('k', 'SELECT nope FROM items WHERE id = $1',
 SELECT try($$SELECT collegedb.first('k', 'SELECT nope FROM items WHERE id = $1', 'a')$$);
 SELECT held('SELECT nope FROM items WHERE id = $1');
 
+-- prepared statements named collegedb_... are the cache's: a caller's
+-- PREPARE, EXECUTE or DEALLOCATE of one, quoted or not, is refused (42939)
+-- before anything is sent, and the cache's statements go on by name
+SELECT try($$SELECT collegedb.run('k', 'PREPARE collegedb_p1 AS SELECT 1')$$);
+SELECT try($$SELECT collegedb.run('k', 'EXECUTE collegedb_p1')$$);
+SELECT try($$SELECT collegedb.first('k', 'EXECUTE "collegedb_p2"')$$);
+SELECT try($$SELECT collegedb.run('k', 'DEALLOCATE PREPARE COLLEGEDB_P1')$$);
+SELECT try($$SELECT collegedb.run('k', 'EXPLAIN EXECUTE collegedb_p1')$$);
+SELECT try($$SELECT collegedb.run('k', 'CREATE TABLE t AS EXECUTE /* c */ collegedb_p3')$$);
+SELECT try($$SELECT collegedb.run_on_shard('p1', 'EXECUTE collegedb_p1')$$);
+SELECT held('SELECT n FROM items WHERE id = $1');
+SELECT collegedb.first('k', 'SELECT n FROM items WHERE id = $1', 'b');
+SELECT held('SELECT n FROM items WHERE id = $1');
+-- collegedb_... elsewhere is no statement name; PREPARE TRANSACTION stays
+-- collegedb's
+SELECT collegedb.first('k', 'SELECT count(*) AS n FROM collegedb_tombstones');
+SELECT try($$SELECT collegedb.run('k', 'PREPARE TRANSACTION ''collegedb_x''')$$);
+-- the caller's own names work, and outlive the cache's resets below
+SELECT collegedb.run('k', 'PREPARE mine AS SELECT n FROM items WHERE id = ''b''');
+SELECT collegedb.first('k', 'EXECUTE mine');
+SELECT collegedb.first('k', 'SELECT count(*) AS n FROM pg_prepared_statements WHERE name = ''mine''');
+
 -- bounded: 300 distinct statements leave at most 128 prepared on the shard
 SELECT count(collegedb.first('k', format('SELECT %s + $1 AS v', i), i)) FROM generate_series(1, 300) AS i;
 SELECT (collegedb.first('k', 'SELECT count(*) AS n FROM pg_prepared_statements')->>'n')::int BETWEEN 1 AND 128 AS bounded;
 SELECT collegedb.first('k', 'SELECT n FROM items WHERE id = $1', 'a');
+SELECT collegedb.first('k', 'EXECUTE mine');
+-- the caller's DEALLOCATE of its own name: the cache starts again
+SELECT collegedb.run('k', 'DEALLOCATE mine');
+SELECT collegedb.first('k', 'SELECT count(*) AS n FROM pg_prepared_statements WHERE name = ''mine''');
+SELECT collegedb.first('k', 'SELECT n FROM items WHERE id = $1', 'a');
+SELECT held('SELECT n FROM items WHERE id = $1');
 
 -- a reconnect starts with an empty cache, as the shard's new session does
 SELECT try($$SELECT collegedb.run_on_shard('p1', 'SELECT pg_terminate_backend(pg_backend_pid())')$$) ~ '^08' AS cut;

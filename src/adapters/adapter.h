@@ -185,6 +185,9 @@ typedef struct CdStatementShape
 	bool		read_only;		/* provably a read (see adapters/lexer.c) */
 	bool		transaction_control;	/* BEGIN, COMMIT, SAVEPOINT, ... */
 	bool		names_reserved; /* names something called collegedb_... */
+	bool		statement_name_reserved;	/* a prepared statement called
+											 * collegedb_... (after
+											 * statement_name_words) */
 	char		first_word[16]; /* lower case, "" if none or longer */
 } CdStatementShape;
 
@@ -321,6 +324,12 @@ typedef struct CdConnInfo
  *			 with one column "size".
  * two_phase_sql, marker_sql: two-phase commit (CdTwoPhaseSql) and the
  *			 last participant's decision marker (CdMarkerSql).
+ * key_list_sql: (optional) what stands for a list of keys after the key
+ *			 column, with $%d one parameter: the keys in PostgreSQL's array
+ *			 text form ({"k1","k2"}), untyped, so that the shard reads it as
+ *			 an array of its column's type (PostgreSQL: " = ANY($%d)").  One
+ *			 statement text then serves every number of keys.  NULL: a list
+ *			 goes as " IN ($k, ...)", one parameter per key.
  * key_match: a condition comparing column %1$s (quoted) with parameter
  *			 $%2$d byte for byte, whatever the column's collation, in a form
  *			 that can still use an index on the column.  Every statement a
@@ -452,6 +461,7 @@ typedef struct CdAdapter
 	const char *lock_key_sql;
 	const char *size_sql;
 	const char *key_match;
+	const char *key_list_sql;
 
 	const char *const *topology_ddl;
 	const char *topology_publish;

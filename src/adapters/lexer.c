@@ -165,6 +165,30 @@ word_in(const char *word, size_t len, const char *const *words)
 }
 
 /*
+ * word_pair_in says whether 'first' (lower case) followed by the word at
+ * 'word' is one of the two-word entries of 'words' ("prepare transaction":
+ * its first word alone matches nothing).
+ */
+static bool
+word_pair_in(const char *first, const char *word, size_t len, const char *const *words)
+{
+	size_t		flen = strlen(first);
+
+	if (words == NULL || flen == 0)
+		return false;
+	for (int i = 0; words[i]; i++)
+	{
+		const char *space = strchr(words[i], ' ');
+
+		if (space && (size_t) (space - words[i]) == flen &&
+			strncmp(words[i], first, flen) == 0 && strlen(space + 1) == len &&
+			pg_strncasecmp(space + 1, word, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * reserved_name says whether a name (a bare word, or the inside of a quoted
  * one starting at 'p') begins with collegedb's prefix.
  */
@@ -186,8 +210,10 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 {
 	CdStatementShape shape;
 	bool		seen_word = false;
+	bool		second_seen = false;
 	bool		write_word = false;
 	bool		in_executable = false;
+	bool		name_next = false;	/* a prepared statement's name may come */
 	const char *p = sql;
 
 	memset(&shape, 0, sizeof(shape));
@@ -199,6 +225,7 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 		unsigned char c = (unsigned char) *p;
 		bool		token = true;
 		const char *exec_end;
+		bool		word = false;
 
 		if (is_space(c))
 		{
@@ -255,7 +282,11 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 			p = skip_quoted(p, c == '[' ? ']' : c,
 							c == '"' && rules->backslash_escapes);
 			if (reserved_name(start + 1, p - start - 1))
+			{
 				shape.names_reserved = true;
+				shape.statement_name_reserved |= name_next;
+			}
+			name_next = false;
 		}
 		else if (c == '$' && p[1] >= '0' && p[1] <= '9' &&
 				 (p == sql || !is_ident_char((unsigned char) p[-1])))
@@ -304,10 +335,22 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 					shape.first_word[len] = '\0';
 				}
 			}
-			else if (!write_word)
-				write_word = word_in(start, len, rules->write_words);
+			else
+			{
+				if (!second_seen &&
+					word_pair_in(shape.first_word, start, len, rules->transaction_words))
+					shape.transaction_control = true;
+				second_seen = true;
+				if (!write_word)
+					write_word = word_in(start, len, rules->write_words);
+			}
 			if (reserved_name(start, len))
+			{
 				shape.names_reserved = true;
+				shape.statement_name_reserved |= name_next;
+			}
+			name_next = word_in(start, len, rules->statement_name_words);
+			word = true;
 			seen_word = true;
 		}
 		else
@@ -315,6 +358,9 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
 
 		if (token)
 			shape.empty = false;
+		/* only the token right after such a word is the name */
+		if (token && !word)
+			name_next = false;
 		if (out && p > start)
 			appendBinaryStringInfo(out, start, p - start);
 	}

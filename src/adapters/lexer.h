@@ -23,7 +23,9 @@
 
 /*
  * CdLexerRules describes one dialect's lexical rules and its keywords.
- * The word lists are NULL-terminated, lower case.
+ * The word lists are NULL-terminated, lower case.  An entry of
+ * transaction_words may be two words ("prepare transaction"), which the
+ * statement's first two words must be.
  */
 struct CdLexerRules
 {
@@ -42,6 +44,8 @@ struct CdLexerRules
 	const char *const *write_words; /* any of these anywhere: a write */
 	const char *const *transaction_words;	/* first words of transaction
 											 * control */
+	const char *const *statement_name_words;	/* a prepared statement's
+												 * name follows these */
 };
 
 /*

@@ -56,7 +56,12 @@ static const char *const pg_write_words[] = {
 };
 static const char *const pg_transaction_words[] = {
 	"begin", "start", "commit", "end", "rollback", "abort", "savepoint",
-	"release", "prepare", NULL
+	"release", "prepare transaction", NULL
+};
+
+/* the words a prepared statement's name follows */
+static const char *const pg_statement_name_words[] = {
+	"prepare", "execute", "deallocate", NULL
 };
 
 static const CdLexerRules pg_lexer_rules = {
@@ -66,7 +71,10 @@ static const CdLexerRules pg_lexer_rules = {
 	.read_words = pg_read_words,
 	.write_words = pg_write_words,
 	.transaction_words = pg_transaction_words,
+	.statement_name_words = pg_statement_name_words,
 };
+
+extern const CdAdapter CdPostgresAdapter;
 
 static int
 pg_socket(void *h)
@@ -221,8 +229,8 @@ pg_idle_alive(PGconn *conn)
 
 /*
  * pg_send_named sends one statement by its prepared name, preceded by its
- * Parse when the shard does not have it yet, and by DEALLOCATE ALL when
- * the shard may hold statements the cache forgot; it records at which
+ * Parse when the shard does not have it yet, and by PG_DEALLOCATE_OWN_SQL
+ * when the shard may hold statements the cache forgot; it records at which
  * pipeline places these answers come.
  */
 static bool
@@ -239,7 +247,7 @@ pg_send_named(PgHandle *handle, PgPrepared *entry, const char *sql, int nparams,
 		if (handle->deallocate_pending && handle->deallocate_index < 0)
 		{
 			handle->deallocate_index = handle->queries++;
-			if (!PQsendQueryParams(conn, "DEALLOCATE ALL", 0, NULL, NULL, NULL, NULL, 0))
+			if (!PQsendQueryParams(conn, PG_DEALLOCATE_OWN_SQL, 0, NULL, NULL, NULL, NULL, 0))
 				return false;
 		}
 		handle->parse_at[handle->queries++] = entry;
@@ -422,8 +430,10 @@ pg_send(void *h, int nsetup, const char *const *setup, const char *sql,
 	handle->flags = flags;
 	handle->guard_key = (flags & CD_EXEC_GUARD) ? params[nparams].str : NULL;
 	handle->resent = false;
-	handle->forgets = nparams == 0 && !(flags & CD_EXEC_INTERNAL) &&
-		PgPreparedForgets(sql, &pg_lexer_rules);
+	handle->forgets = false;
+	if (!(flags & CD_EXEC_INTERNAL) &&
+		!PgPreparedCheck(&CdPostgresAdapter, sql, &handle->forgets, err))
+		return false;
 	if ((flags & CD_EXEC_ALONE) && !pg_idle_alive(handle->conn))
 	{
 		AdapterSetError(err, "08006", true,
@@ -747,6 +757,7 @@ const CdAdapter CdPostgresAdapter = {
 	.two_phase_sql = &pg_two_phase,
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",
+	.key_list_sql = " = ANY($%d)",
 	.topology_ddl = pg_topology_ddl,
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,

@@ -27,6 +27,18 @@
 #define PG_PREPARED_MAX 128
 #define PG_PREPARED_NAME_LEN 32
 
+/*
+ * What drops the statements the cache forgot and the shard may still
+ * hold: those named collegedb_p<n>, and nothing of the caller's own (a
+ * DEALLOCATE ALL would take the statements a caller prepared with them).
+ */
+#define PG_DEALLOCATE_OWN_SQL \
+	"DO $cd$DECLARE n text; BEGIN" \
+	" FOR n IN SELECT name FROM pg_catalog.pg_prepared_statements" \
+	"  WHERE pg_catalog.starts_with(name, 'collegedb_p') LOOP" \
+	"  EXECUTE pg_catalog.format('DEALLOCATE %I', n);" \
+	" END LOOP; END$cd$"
+
 /* the guard (see pg.c's shard DDL), with the key as its parameter */
 #define PG_GUARD_SQL "SELECT collegedb_guard($1)"
 
@@ -70,7 +82,8 @@ typedef struct PgHandle
 	 * more ('resent') when a query sent by name failed before it ran
 	 * ('retry').  Per pipeline place: 'parse_at' the entry a Parse
 	 * prepares, 'named_at' whether the query went by name;
-	 * 'deallocate_index' is the place of a DEALLOCATE ALL (-1: none).
+	 * 'deallocate_index' is the place of a PG_DEALLOCATE_OWN_SQL (-1:
+	 * none).
 	 * 'forgets': a DISCARD or DEALLOCATE of the caller's.  'guard_key':
 	 * the guard's parameter (CD_EXEC_GUARD).
 	 */
@@ -115,7 +128,8 @@ extern bool PgHandleWait(PgHandle *handle, int events, TimestampTz deadline,
 /* pg_prepared.c */
 extern PgPrepared *PgPreparedLookup(PgHandle *handle, const char *sql, int nparams,
 									const Oid *types);
-extern bool PgPreparedForgets(const char *sql, const CdLexerRules *rules);
+extern bool PgPreparedCheck(const CdAdapter *adapter, const char *sql, bool *forgets,
+							CdRemoteError *err);
 extern void PgPreparedForget(PgHandle *handle, PgPrepared *entry);
 extern void PgPreparedForgetAll(PgHandle *handle, bool deallocate);
 extern void PgPreparedMakeRoom(PgHandle *handle, int n);

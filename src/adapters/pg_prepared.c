@@ -18,11 +18,15 @@
  * The cache belongs to the handle and dies with it, so a reconnect starts
  * empty, as the new session on the shard does.  It holds at most
  * PG_PREPARED_MAX entries; when it is full it is emptied, and the next
- * Parse goes after a DEALLOCATE ALL in its pipeline.  A routed DISCARD or DEALLOCATE
- * (the caller's own session commands) is never prepared and empties the
- * cache once it ran, with a DEALLOCATE ALL to follow; pg.c also drops an
- * entry whose execution the shard refused because the statement is gone
- * or its plan's result type changed (SQLSTATE 26000, 0A000).
+ * Parse goes after PG_DEALLOCATE_OWN_SQL in its pipeline, which drops the
+ * statements named collegedb_p<n> and leaves the caller's own.  A routed
+ * DISCARD or DEALLOCATE (the caller's own session commands) is never
+ * prepared and empties the cache once it ran, with PG_DEALLOCATE_OWN_SQL
+ * to follow; pg.c also drops an entry whose execution the shard refused
+ * because the statement is gone or its plan's result type changed
+ * (SQLSTATE 26000, 0A000).  A caller's statement that names a prepared
+ * statement collegedb_... is refused (PgPreparedCheck), so that a
+ * caller's PREPARE, EXECUTE or DEALLOCATE never meets the cache's.
  *
  * An entry is 'ready' only once the shard answered its Parse: a pipeline
  * that failed before it leaves the entry unprepared, to be prepared again
@@ -35,20 +39,34 @@
 #include "common/hashfn.h"
 #include "utils/memutils.h"
 
-#include "adapters/lexer.h"
 #include "adapters/pg_internal.h"
 
 /*
- * PgPreparedForgets says whether a statement, by its first word, may drop
- * the session's prepared statements (DISCARD ALL, DEALLOCATE ...).
+ * PgPreparedCheck looks at a caller's statement by the shape the remote
+ * layer's checks gave it already (AdapterScan remembers the last text it
+ * classified, so this is no second scan).  It refuses one that names a
+ * prepared statement called collegedb_..., the prefix of the cache's
+ * names: EXECUTE collegedb_p1 would run whatever the cache prepared under
+ * that name, DEALLOCATE collegedb_p1 drop it behind the cache's back.  Any
+ * name a caller could choose can be typed as a quoted identifier, so the
+ * prefix is reserved instead (SQLSTATE 42939, as PostgreSQL reserves
+ * pg_).  *forgets says whether the statement may drop the session's
+ * prepared statements (DISCARD ALL, DEALLOCATE ...).
  */
 bool
-PgPreparedForgets(const char *sql, const CdLexerRules *rules)
+PgPreparedCheck(const CdAdapter *adapter, const char *sql, bool *forgets,
+				CdRemoteError *err)
 {
-	CdStatementShape shape = LexerScan(sql, rules, NULL, NULL, NULL);
+	CdStatementShape shape = AdapterScan(adapter, sql);
 
-	return strcmp(shape.first_word, "discard") == 0 ||
+	*forgets = strcmp(shape.first_word, "discard") == 0 ||
 		strcmp(shape.first_word, "deallocate") == 0;
+	if (!shape.statement_name_reserved)
+		return true;
+	AdapterRefuse(err, "42939",
+				  "prepared statement names starting with \"collegedb_\" are reserved",
+				  "collegedb prepares its own statements on the shard's connection under such names.");
+	return false;
 }
 
 /*
@@ -67,7 +85,7 @@ prepared_hash(const char *sql, size_t len, int nparams, const Oid *types)
 
 /*
  * PgPreparedForgetAll empties the cache; with 'deallocate', the next
- * prepare is preceded by DEALLOCATE ALL, for statements that may still
+ * prepare is preceded by PG_DEALLOCATE_OWN_SQL, for statements that may still
  * exist on the shard.
  */
 void

@@ -5,7 +5,8 @@
  *
  * A scan with a routing key runs its statement once per distinct key
  * through the router (mapping or computed placement, tombstone hops), so each key
- * reaches the shard it lives on.  A scan without one runs on every shard
+ * reaches the shard it lives on; a read by a list of keys sends each shard
+ * one statement with its keys, the shards at once (fdw_keys.c).  A scan without one runs on every shard
  * of the read set at once (the fan-out), and fails when a shard fails
  * unless collegedb.fanout_partial is on (then a WARNING names the skipped
  * shards).  A foreign table on a shard's own server reads and writes that

@@ -2,26 +2,35 @@
  *
  * fdw_keys.c
  *	  Reads of a sharded foreign table by a list of keys ("key IN (...)",
- *	  "key = ANY(...)"), grouped per shard.
+ *	  "key = ANY(...)"), grouped per shard, the shards read at once.
  *
  * Each key is routed as a point read routes it (RouterResolve: its
  * mapping, computed placement, the slot map; an unmapped key is saved only
  * with allocate_on_read), the keys are grouped by the first shard of their
- * route, and each shard gets one statement with its keys as " IN ($k,
- * ...)", where the planned text has " = $k" (deparse.c records where), in
- * as many statements as the adapter's parameter limit needs.  A row tells
- * which key it answers by its key column, which the scan always selects.
- * A key that got no row there goes on as a point read would after that
- * first read (RouterReadMissed: its tombstone, the other candidates), with
- * the planned one-key text.  The caller has already dropped NULL keys and
- * repeats, as IN does.  Writes by a list of keys stay per key: each is
- * guarded on its own.
+ * route, and each shard gets its keys where the planned text has the key's
+ * " = $k" (deparse.c records where): as one array parameter where the
+ * dialect takes one (CdAdapter.key_list_sql: PostgreSQL's " = ANY($k)",
+ * one prepared statement for every list length), else as " IN ($k, ...)"
+ * in as many statements as the adapter's parameter limit needs, each list
+ * padded to a power of two by repeating its last key (a repeat changes
+ * nothing in IN), so that the lengths, and the statements a shard
+ * prepares for them, stay few.  The shards' statements run at once
+ * through the fan-out (remote/fanout.h), a shard's further statements
+ * right after its previous one; the first shard that fails fails the
+ * read.  A row tells which key it answers by its key column, which the
+ * scan always selects.  A key that got no row there goes on as a point
+ * read would after that first read (RouterReadMissed: its tombstone, the
+ * other candidates), with the planned one-key text, after the fan-out.
+ * The caller has already dropped NULL keys and repeats, as IN does.
+ * Writes by a list of keys stay per key: each is guarded on its own.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
@@ -29,6 +38,7 @@
 
 #include "catalog/shards.h"
 #include "fdw/fdw.h"
+#include "remote/fanout.h"
 #include "remote/remote.h"
 #include "router/router.h"
 
@@ -172,64 +182,188 @@ FdwKeysGroupable(int nparams, int key_param, List *split, bool is_write)
 }
 
 /*
- * grouped_text puts " IN ($first, ..., $first + n - 1)" where the key's
- * " = $k" stands in 'sql' (the dialect's text).
+ * grouped_text puts the dialect's list of keys where the key's " = $k"
+ * stands in 'sql' (the dialect's text): its key_list_sql with $first, or
+ * " IN ($first, ..., $first + n - 1)".
  */
 static char *
 grouped_text(const char *sql, List *split, int dialect, int first, int n)
 {
+	const CdAdapter *adapter = AdapterForDialect(dialect);
 	int			start = intVal(list_nth(split, 2 * dialect));
 	int			end = intVal(list_nth(split, 2 * dialect + 1));
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, sql, start);
-	appendStringInfoString(&buf, " IN (");
-	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s$%d", i ? ", " : "", first + i);
-	appendStringInfoChar(&buf, ')');
+	if (adapter->key_list_sql)
+		appendStringInfo(&buf, adapter->key_list_sql, first);
+	else
+	{
+		appendStringInfoString(&buf, " IN (");
+		for (int i = 0; i < n; i++)
+			appendStringInfo(&buf, "%s$%d", i ? ", " : "", first + i);
+		appendStringInfoChar(&buf, ')');
+	}
 	appendStringInfoString(&buf, sql + end);
 	return buf.data;
 }
 
 /*
- * read_group sends one shard's keys, 'n' of them, in statements of at
- * most the adapter's parameter limit; returns the rows.
+ * array_param renders keys as one parameter in PostgreSQL's array text
+ * form, each element quoted, untyped: the shard takes it as an array of
+ * its key column's type.
  */
-static int64
-read_group(const CdShard *shard, FdwKey **keys, int n, const char *const *sql, List *split,
-		   int nparams, const CdParam *params, Oid type, KeyRowSink *sink)
+static void
+array_param(FdwKey **keys, int n, CdParam *param)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoChar(&buf, '"');
+		for (const char *c = keys[i]->text; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				appendStringInfoChar(&buf, '\\');
+			appendStringInfoChar(&buf, *c);
+		}
+		appendStringInfoChar(&buf, '"');
+	}
+	appendStringInfoChar(&buf, '}');
+	ValuesToParam(CStringGetTextDatum(buf.data), false, TEXTOID, param);
+}
+
+/*
+ * One shard's keys and the statements that read them: 'per' keys a
+ * statement (all of them with an array parameter), the next statement
+ * starting at 'from'.
+ */
+typedef struct KeyGroup
+{
+	const CdShard *shard;
+	FdwKey	  **keys;			/* sorted by text within each statement */
+	int			nkeys;
+	int			from;
+	int			per;
+	const char *const *sql;
+	List	   *split;
+	int			nparams;		/* the scan's, the key last */
+	const CdParam *params;
+	Oid			type;
+	CdParam    *chunk;			/* the statement's parameters */
+	KeyRowSink	sink;
+	int64		rows;			/* of the statements that ended */
+} KeyGroup;
+
+/*
+ * padded_length returns how many keys a statement of 'm' keys sends: the
+ * next power of two, at most 'per'.
+ */
+static int
+padded_length(int m, int per)
+{
+	int			n = 1;
+
+	while (n < m)
+		n *= 2;
+	return Min(n, per);
+}
+
+/*
+ * group_next sets up a group's next statement in its fan-out entry, or
+ * returns false when the group's keys are all sent or its last statement
+ * failed (a CdFanoutShard.next callback, called after each statement
+ * ended, and by group_init for the first).
+ */
+static bool
+group_next(CdFanoutShard *out)
+{
+	KeyGroup   *g = out->arg;
+	const CdAdapter *adapter = AdapterForDialect(g->shard->dialect);
+	int			fixed = g->nparams - 1; /* the parameters other than the key */
+	int			m = Min(g->per, g->nkeys - g->from);
+	int			sent;
+
+	if (g->from > 0)
+	{
+		if (!out->ok)
+			return false;
+		g->rows += out->rows;
+	}
+	if (m <= 0)
+		return false;
+	g->sink.keys = g->keys + g->from;
+	g->sink.nkeys = m;
+	qsort(g->sink.keys, m, sizeof(FdwKey *), key_ptr_cmp);
+	memcpy(g->chunk, g->params, sizeof(CdParam) * fixed);
+	if (adapter->key_list_sql)
+	{
+		array_param(g->sink.keys, m, &g->chunk[fixed]);
+		sent = 1;
+	}
+	else
+	{
+		sent = padded_length(m, g->per);
+		for (int i = 0; i < sent; i++)
+			ValuesToParam(g->sink.keys[Min(i, m - 1)]->value, false, g->type,
+						  &g->chunk[fixed + i]);
+	}
+	out->sql = grouped_text(g->sql[g->shard->dialect], g->split, g->shard->dialect,
+							g->nparams, sent);
+	out->nparams = fixed + sent;
+	out->params = g->chunk;
+	g->from += m;
+	return true;
+}
+
+/*
+ * group_init sets up a shard's group of 'n' keys and its first statement
+ * in 'out'.
+ */
+static void
+group_init(KeyGroup *g, CdFanoutShard *out, const CdShard *shard, FdwKey **keys, int n,
+		   const char *const *sql, List *split, int nparams, const CdParam *params,
+		   Oid type, CdForeignTable *table, RecordRowSink *inner)
 {
 	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-	int			fixed = nparams - 1;	/* the parameters other than the key */
-	int			per = Min(adapter->max_params, FDW_KEYS_MAX_PARAMS) - fixed;
-	CdParam    *chunk = palloc(sizeof(CdParam) * (fixed + Max(Min(per, n), 1)));
-	int64		rows = 0;
+	int			fixed = nparams - 1;
 
-	per = Max(per, 1);
-	memcpy(chunk, params, sizeof(CdParam) * fixed);
-	for (int from = 0; from < n; from += per)
-	{
-		int			m = Min(per, n - from);
+	g->shard = shard;
+	g->keys = keys;
+	g->nkeys = n;
+	g->from = 0;
+	g->per = adapter->key_list_sql ? n :
+		Max(Min(adapter->max_params, FDW_KEYS_MAX_PARAMS) - fixed, 1);
+	g->sql = sql;
+	g->split = split;
+	g->nparams = nparams;
+	g->params = params;
+	g->type = type;
+	g->chunk = palloc(sizeof(CdParam) *
+					  (fixed + (adapter->key_list_sql ? 1 : padded_length(Min(g->per, n), g->per))));
+	g->sink.base.columns = key_sink_columns;
+	g->sink.base.row = key_sink_row;
+	g->sink.inner = inner;
+	g->sink.key_col = table->key_attno - 1;
 
-		for (int i = 0; i < m; i++)
-			ValuesToParam(keys[from + i]->value, false, type, &chunk[fixed + i]);
-		sink->keys = keys + from;
-		sink->nkeys = m;
-		qsort(sink->keys, m, sizeof(FdwKey *), key_ptr_cmp);
-		rows += RemoteExecute(shard, grouped_text(sql[shard->dialect], split, shard->dialect,
-												  nparams, m),
-							  fixed + m, chunk, &sink->base, false);
-	}
-	pfree(chunk);
-	return rows;
+	memset(out, 0, sizeof(*out));
+	out->shard = shard;
+	out->sink = &g->sink.base;
+	out->arg = g;
+	(void) group_next(out);
+	out->next = group_next;
 }
 
 /*
  * FdwReadKeys reads the rows of 'nkeys' keys ('keys' their texts, NULL
  * for one to leave out, 'values' their datums of type 'type') into 'sink',
- * one statement per shard (see the top of the file); 'params' are the
- * scan's, the key last.  Returns the rows.
+ * the shards at once (see the top of the file); 'params' are the scan's,
+ * the key last.  Returns the rows.
  */
 int64
 FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
@@ -237,10 +371,13 @@ FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 			CdForeignTable *table, RecordRowSink *sink)
 {
 	FdwKey	   *all = palloc0(sizeof(FdwKey) * Max(nkeys, 1));
-	FdwKey	  **group = palloc(sizeof(FdwKey *) * Max(nkeys, 1));
-	bool	   *sent = palloc0(sizeof(bool) * Max(nkeys, 1));
-	KeyRowSink key_sink;
+	FdwKey	  **grouped = palloc(sizeof(FdwKey *) * Max(nkeys, 1));
+	bool	   *placed = palloc0(sizeof(bool) * Max(nkeys, 1));
+	KeyGroup   *groups = palloc0(sizeof(KeyGroup) * Max(nkeys, 1));
+	CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(nkeys, 1));
 	int			n = 0;
+	int			ngroups = 0;
+	int			m = 0;
 	int64		rows = 0;
 
 	for (int i = 0; i < nkeys; i++)
@@ -253,27 +390,33 @@ FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 		n++;
 	}
 
-	key_sink.base.columns = key_sink_columns;
-	key_sink.base.row = key_sink_row;
-	key_sink.inner = sink;
-	key_sink.key_col = table->key_attno - 1;
-
-	/* one shard at a time, in the order its first key came */
+	/* one group per shard, in the order its first key came */
 	for (int i = 0; i < n; i++)
 	{
 		const CdShard *shard = all[i].route.shard;
-		int			m = 0;
+		int			first = m;
 
-		if (sent[i])
+		if (placed[i])
 			continue;
 		for (int j = i; j < n; j++)
 		{
-			if (sent[j] || !ShardIs(all[j].route.shard, shard))
+			if (placed[j] || !ShardIs(all[j].route.shard, shard))
 				continue;
-			sent[j] = true;
-			group[m++] = &all[j];
+			placed[j] = true;
+			grouped[m++] = &all[j];
 		}
-		rows += read_group(shard, group, m, sql, split, nparams, params, type, &key_sink);
+		group_init(&groups[ngroups], &shards[ngroups], shard, grouped + first, m - first,
+				   sql, split, nparams, params, type, table, sink);
+		ngroups++;
+	}
+
+	if (ngroups > 0)
+		FanoutRun(shards, ngroups, NULL, 0, NULL, CD_FANOUT_READ);
+	for (int i = 0; i < ngroups; i++)
+	{
+		if (!shards[i].ok)
+			FanoutRaise(&shards[i], NULL, NULL);
+		rows += groups[i].rows;
 	}
 
 	/* the keys that got nothing where they route go on as point reads */
@@ -285,8 +428,10 @@ FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 		rows += RouterReadMissed(&all[i].route, all[i].text, strlen(all[i].text), sql,
 								 nparams, params, &sink->base);
 	}
-	pfree(sent);
-	pfree(group);
+	pfree(shards);
+	pfree(groups);
+	pfree(placed);
+	pfree(grouped);
 	pfree(all);
 	return rows;
 }

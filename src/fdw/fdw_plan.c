@@ -5,9 +5,10 @@
  *	  quals go to the shards, which key routes them, and what the plan
  *	  keeps for execution.
  *
- * A qual "key = constant or parameter" (or "key = ANY(array)", or IN)
- * routes the scan to the key's shard(s); without one the scan reaches
- * every shard of the read set.  Of the other quals, those deparse.c can
+ * A qual "key = constant or parameter" (or "key = ANY(array)", or IN, also
+ * IN ($1, $2, ...) under a generic plan, whose list the scan evaluates at
+ * execution) routes the scan to the key's shard(s); without one the scan
+ * reaches every shard of the read set.  Of the other quals, those deparse.c can
  * send go to the shards, the rest is evaluated in the front.
  *
  * UPDATE and DELETE go to the shards whole (direct modification) when
@@ -25,6 +26,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/appendinfo.h"
+#include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
@@ -47,6 +49,23 @@ typedef struct FdwRelInfo
 	Expr	   *key_expr;		/* the key's value(s), or NULL */
 	bool		key_is_array;
 } FdwRelInfo;
+
+/*
+ * key_list_at_execution says whether 'node' is a list of keys that only
+ * execution knows, "IN ($1, $2, ...)" under a generic plan (an ArrayExpr of
+ * parameters, or of anything else evaluated once per scan): no column of
+ * any relation, nothing volatile, no subquery.  The scan evaluates it as
+ * it evaluates a parameter, and routes its elements as a constant list's.
+ */
+static bool
+key_list_at_execution(Node *node)
+{
+	if (!IsA(node, ArrayExpr) || ((ArrayExpr *) node)->multidims)
+		return false;
+	return !contain_var_clause(node) && !contain_volatile_functions(node) &&
+		!contain_subplans(node) && !contain_agg_clause(node) &&
+		!contain_window_function(node);
+}
 
 /*
  * key_value returns the key value(s) a qual routes by: "key = x" with x a
@@ -90,7 +109,8 @@ key_value(Expr *clause, CdForeignTable *table, Index relid, bool *is_array)
 
 		if (saop->useOr && strcmp(get_opname(saop->opno), "=") == 0 &&
 			IsA(l, Var) && ((Var *) l)->varno == relid && ((Var *) l)->varattno == table->key_attno &&
-			(IsA(r, Const) || IsA(r, Param)))
+			((Var *) l)->varlevelsup == 0 &&
+			(IsA(r, Const) || IsA(r, Param) || key_list_at_execution(r)))
 		{
 			*is_array = true;
 			return (Expr *) r;
