@@ -83,6 +83,35 @@ MysqlNumericOk(const char *s, int len)
 }
 
 /*
+ * MysqlParamUsable checks parameter $n as both the literal and the bound
+ * path take it: it must exist, and MySQL has no NaN or infinity, in DOUBLE
+ * or in DECIMAL.  Returns the parameter, or NULL with the failure
+ * recorded in the state.
+ */
+const CdParam *
+MysqlParamUsable(CdMysqlParamState *st, int n)
+{
+	const CdParam *p;
+
+	if (n < 1 || n > st->nparams)
+	{
+		MysqlParamFail(st, "42P02",
+					   psprintf("there is no parameter $%d", n));
+		return NULL;
+	}
+	p = &st->params[n - 1];
+	if ((p->kind == CD_VALUE_FLOAT && (isnan(p->fval) || isinf(p->fval))) ||
+		(p->kind == CD_VALUE_NUMERIC &&
+		 (p->str == NULL || !MysqlNumericOk(p->str, p->len))))
+	{
+		MysqlParamFail(st, "22003",
+					   pstrdup("MySQL cannot store NaN or infinity"));
+		return NULL;
+	}
+	return p;
+}
+
+/*
  * MysqlEmitParam is the placeholder callback: it appends parameter $n as a
  * MySQL literal.  It cannot fail through the rewrite, so a failure is
  * recorded in the state and checked once the rewrite is done.
@@ -91,16 +120,13 @@ void
 MysqlEmitParam(StringInfo out, int n, void *arg)
 {
 	CdMysqlParamState *st = (CdMysqlParamState *) arg;
-	const CdParam *p;
+	const CdParam *p = MysqlParamUsable(st, n);
 
-	if (n < 1 || n > st->nparams)
+	if (p == NULL)
 	{
-		MysqlParamFail(st, "42P02",
-					   psprintf("there is no parameter $%d", n));
 		appendStringInfoString(out, "NULL");
 		return;
 	}
-	p = &st->params[n - 1];
 
 	switch (p->kind)
 	{
@@ -114,13 +140,6 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 			appendStringInfo(out, INT64_FORMAT, p->ival);
 			break;
 		case CD_VALUE_FLOAT:
-			if (isnan(p->fval) || isinf(p->fval))
-			{
-				MysqlParamFail(st, "22003",
-							   pstrdup("MySQL cannot store NaN or infinity"));
-				appendStringInfoString(out, "NULL");
-			}
-			else
 			{
 				char		buf[64];
 
@@ -132,14 +151,7 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 			}
 			break;
 		case CD_VALUE_NUMERIC:
-			if (p->str == NULL || !MysqlNumericOk(p->str, p->len))
-			{
-				MysqlParamFail(st, "22003",
-							   pstrdup("MySQL cannot store NaN or infinity"));
-				appendStringInfoString(out, "NULL");
-			}
-			else
-				appendBinaryStringInfo(out, p->str, p->len);
+			appendBinaryStringInfo(out, p->str, p->len);
 			break;
 		case CD_VALUE_BYTES:
 			{
@@ -172,6 +184,75 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 		case CD_VALUE_TIMESTAMPTZ:
 		case CD_VALUE_UUID:
 			MysqlAppendQuoted(out, st, p->str ? p->str : "", p->str ? p->len : 0);
+			break;
+		default:
+			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
+	}
+}
+
+/*
+ * MysqlBindParam binds parameter 'p' (checked by MysqlParamUsable) for a
+ * prepared statement, with the MySQL type its literal would have: BIGINT
+ * for integers (booleans are 1 and 0, as TRUE and FALSE are), DOUBLE,
+ * DECIMAL as text, binary strings for bytes, and character strings in the
+ * connection's character set for the rest (temporal values in the text
+ * form their literals have).  The bind points at copies in the current
+ * memory context: the caller's parameters may be gone when it is sent.
+ */
+void
+MysqlBindParam(MYSQL_BIND *b, const CdParam *p)
+{
+	memset(b, 0, sizeof(MYSQL_BIND));
+	switch (p->kind)
+	{
+		case CD_VALUE_NULL:
+			b->buffer_type = MYSQL_TYPE_NULL;
+			break;
+		case CD_VALUE_BOOL:
+		case CD_VALUE_INT:
+			{
+				int64	   *v = palloc(sizeof(int64));
+
+				*v = p->kind == CD_VALUE_BOOL ? (p->bval ? 1 : 0) : p->ival;
+				b->buffer_type = MYSQL_TYPE_LONGLONG;
+				b->buffer = v;
+			}
+			break;
+		case CD_VALUE_FLOAT:
+			{
+				double	   *v = palloc(sizeof(double));
+
+				*v = p->fval;
+				b->buffer_type = MYSQL_TYPE_DOUBLE;
+				b->buffer = v;
+			}
+			break;
+		case CD_VALUE_NUMERIC:
+		case CD_VALUE_BYTES:
+		case CD_VALUE_TEXT:
+		case CD_VALUE_JSON:
+		case CD_VALUE_DATE:
+		case CD_VALUE_TIME:
+		case CD_VALUE_TIMESTAMP:
+		case CD_VALUE_TIMESTAMPTZ:
+		case CD_VALUE_UUID:
+			if (p->kind == CD_VALUE_NUMERIC)
+				b->buffer_type = MYSQL_TYPE_NEWDECIMAL;
+			else if (p->kind == CD_VALUE_BYTES)
+				b->buffer_type = MYSQL_TYPE_BLOB;
+			else
+				b->buffer_type = MYSQL_TYPE_STRING;
+			{
+				/* bytes may hold NULs: a copy by length */
+				int			len = p->str ? p->len : 0;
+				char	   *copy = palloc(len + 1);
+
+				if (len > 0)
+					memcpy(copy, p->str, len);
+				copy[len] = '\0';
+				b->buffer = copy;
+				b->buffer_length = (unsigned long) len;
+			}
 			break;
 		default:
 			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
