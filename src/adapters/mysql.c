@@ -82,47 +82,6 @@ MysqlLexerRules(MYSQL *m)
 }
 
 /*
- * MysqlColumns takes the row description of the result being streamed
- * (the text protocol's or a prepared statement's), into the statement's
- * context, and sends the column names to the sink.
- */
-void
-MysqlColumns(CdMysqlConn *conn, MYSQL_FIELD *fields, int ncols, CdRowSink *sink)
-{
-	MemoryContext old = MemoryContextSwitchTo(conn->context);
-	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
-
-	conn->ncols = ncols;
-	conn->fields = fields;
-	conn->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
-	conn->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
-	conn->bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
-	for (int i = 0; i < ncols; i++)
-	{
-		names[i] = conn->fields[i].name;
-		conn->kinds[i] = MysqlColumnKind(&conn->fields[i]);
-	}
-	MemoryContextSwitchTo(old);
-	if (sink != NULL)
-		sink->columns(sink, ncols, names);
-}
-
-/*
- * MysqlDeliverRow hands a row (its values as the text protocol carries
- * them, NULL for NULL, and their lengths) to the sink, in the row
- * context.  Reads client memory only.  May throw (from the sink).
- */
-void
-MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row, const unsigned long *lengths,
-				CdRowSink *sink)
-{
-	for (int i = 0; i < conn->ncols; i++)
-		MysqlCell(&conn->cells[i], &conn->fields[i], conn->kinds[i], row[i], lengths[i],
-				  conn->bufs + (Size) i * CD_MYSQL_INTBUF);
-	AdapterDeliverRow(sink, conn->ncols, conn->cells, conn->row_context);
-}
-
-/*
  * Statements that stay text even with parameters, by their first word:
  * what commits implicitly (mysql_implicit_commit, below), session and
  * transaction control, XA, and statements that prepare or run others or
@@ -211,10 +170,7 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 		StringInfoData buf;
 		MemoryContext old = MemoryContextSwitchTo(conn->context);
 
-		memset(&st, 0, sizeof(st));
-		st.mysql = conn->mysql;
-		st.nparams = nparams;
-		st.params = params;
+		MysqlParamStateInit(&st, conn->mysql, nparams, params);
 		initStringInfo(&buf);
 		shape = LexerScan(sql, rules, &buf, MysqlEmitParam, &st);
 		MemoryContextSwitchTo(old);

@@ -3,8 +3,7 @@
  * mysql_internal.h
  *	  What the MySQL adapter's files share: libmariadb's headers (included
  *	  here and nowhere else), the connection handle and its parameters, its
- *	  cache of prepared statements, and the functions of mysql.c,
- *	  mysql_connect.c, mysql_errors.c, mysql_options.c, mysql_prepared.c and
+ *	  cache of prepared statements, and the functions of mysql_connect.c, mysql_errors.c, mysql_options.c, mysql_prepared.c and
  *	  mysql_values.c.
  *
  *-------------------------------------------------------------------------
@@ -193,11 +192,7 @@ MysqlWaitResult(int status)
 	return (status & MYSQL_WAIT_WRITE) ? CD_POLL_WRITE : CD_POLL_READ;
 }
 
-/* mysql.c */
-extern void MysqlColumns(CdMysqlConn *conn, MYSQL_FIELD *fields, int ncols,
-						 CdRowSink *sink);
-extern void MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row,
-							const unsigned long *lengths, CdRowSink *sink);
+
 
 /* mysql_connect.c */
 extern void *MysqlConnect(const CdConnInfo *info, CdRemoteError *err);
@@ -232,11 +227,17 @@ extern bool MysqlParamsFromInfo(const CdConnInfo *info, CdMysqlParams *p);
 extern bool MysqlApplyOptions(MYSQL *m, const CdMysqlParams *p, unsigned int timeout);
 
 /* mysql_values.c */
+extern void MysqlParamStateInit(CdMysqlParamState *st, MYSQL *m, int nparams,
+								const CdParam *params);
 extern const CdParam *MysqlParamUsable(CdMysqlParamState *st, int n);
 extern void MysqlEmitParam(StringInfo out, int n, void *arg);
 extern void MysqlBindParam(MYSQL_BIND *b, const CdParam *p);
 extern CdValueKind MysqlColumnKind(const MYSQL_FIELD *f);
 extern void MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
 					  const char *v, unsigned long len, char *buf);
+extern void MysqlColumns(CdMysqlConn *conn, MYSQL_FIELD *fields, int ncols,
+						 CdRowSink *sink);
+extern void MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row,
+							const unsigned long *lengths, CdRowSink *sink);
 
 #endif							/* COLLEGEDB_MYSQL_INTERNAL_H */

@@ -210,10 +210,7 @@ MysqlPreparedBind(CdMysqlConn *conn, CdMysqlPrepared *entry, int nparams,
 	CdMysqlParamState st;
 	MemoryContext old = MemoryContextSwitchTo(conn->context);
 
-	memset(&st, 0, sizeof(st));
-	st.mysql = conn->mysql;
-	st.nparams = nparams;
-	st.params = params;
+	MysqlParamStateInit(&st, conn->mysql, nparams, params);
 	conn->param_binds = palloc(sizeof(MYSQL_BIND) * Max(entry->nmarkers, 1));
 	for (int i = 0; i < entry->nmarkers; i++)
 	{

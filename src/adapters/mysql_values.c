@@ -2,8 +2,9 @@
  *
  * mysql_values.c
  *	  Values to and from MySQL/MariaDB: parameters written into the
- *	  statement as literals (escaped for the connection), and result cells
- *	  in dialect-neutral kinds.
+ *	  statement as literals (escaped for the connection) or bound to a
+ *	  prepared statement, and result rows handed to the sink as cells in
+ *	  dialect-neutral kinds.
  *
  * Nothing here talks to the server; mysql.c does.
  *
@@ -12,6 +13,8 @@
 #include "postgres.h"
 
 #include <math.h>
+
+#include "utils/memutils.h"
 
 #include "adapters/mysql_internal.h"
 
@@ -80,6 +83,44 @@ MysqlNumericOk(const char *s, int len)
 			return false;
 	}
 	return digit;
+}
+
+/*
+ * MysqlParamStateInit starts the state of one placeholder rewrite, or of
+ * one binding, for 'nparams' parameters on connection 'm'.
+ */
+void
+MysqlParamStateInit(CdMysqlParamState *st, MYSQL *m, int nparams,
+					const CdParam *params)
+{
+	memset(st, 0, sizeof(CdMysqlParamState));
+	st->mysql = m;
+	st->nparams = nparams;
+	st->params = params;
+}
+
+/*
+ * MysqlCheckStringKind fails for a value kind that does not travel as a
+ * character string (text, JSON, dates and times, UUIDs): the other kinds
+ * have cases of their own.  TIMESTAMPTZ arrives in UTC without a zone and
+ * the session time_zone is '+00:00' (see MysqlConnect): a plain string.
+ */
+static void
+MysqlCheckStringKind(CdValueKind kind)
+{
+	switch (kind)
+	{
+		case CD_VALUE_TEXT:
+		case CD_VALUE_JSON:
+		case CD_VALUE_DATE:
+		case CD_VALUE_TIME:
+		case CD_VALUE_TIMESTAMP:
+		case CD_VALUE_TIMESTAMPTZ:
+		case CD_VALUE_UUID:
+			return;
+		default:
+			elog(ERROR, "unexpected collegedb value kind %d", (int) kind);
+	}
 }
 
 /*
@@ -172,21 +213,10 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 			}
 			break;
 
-			/*
-			 * TIMESTAMPTZ arrives in UTC without a zone and the session
-			 * time_zone is '+00:00' (see MysqlConnect): a plain literal.
-			 */
-		case CD_VALUE_TEXT:
-		case CD_VALUE_JSON:
-		case CD_VALUE_DATE:
-		case CD_VALUE_TIME:
-		case CD_VALUE_TIMESTAMP:
-		case CD_VALUE_TIMESTAMPTZ:
-		case CD_VALUE_UUID:
+		default:
+			MysqlCheckStringKind(p->kind);
 			MysqlAppendQuoted(out, st, p->str ? p->str : "", p->str ? p->len : 0);
 			break;
-		default:
-			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
 	}
 }
 
@@ -227,21 +257,16 @@ MysqlBindParam(MYSQL_BIND *b, const CdParam *p)
 				b->buffer = v;
 			}
 			break;
-		case CD_VALUE_NUMERIC:
-		case CD_VALUE_BYTES:
-		case CD_VALUE_TEXT:
-		case CD_VALUE_JSON:
-		case CD_VALUE_DATE:
-		case CD_VALUE_TIME:
-		case CD_VALUE_TIMESTAMP:
-		case CD_VALUE_TIMESTAMPTZ:
-		case CD_VALUE_UUID:
+		default:
 			if (p->kind == CD_VALUE_NUMERIC)
 				b->buffer_type = MYSQL_TYPE_NEWDECIMAL;
 			else if (p->kind == CD_VALUE_BYTES)
 				b->buffer_type = MYSQL_TYPE_BLOB;
 			else
+			{
+				MysqlCheckStringKind(p->kind);
 				b->buffer_type = MYSQL_TYPE_STRING;
+			}
 			{
 				/* bytes may hold NULs: a copy by length */
 				int			len = p->str ? p->len : 0;
@@ -254,8 +279,6 @@ MysqlBindParam(MYSQL_BIND *b, const CdParam *p)
 				b->buffer_length = (unsigned long) len;
 			}
 			break;
-		default:
-			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
 	}
 }
 
@@ -403,3 +426,43 @@ MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
 	}
 }
 
+/*
+ * MysqlColumns takes the row description of the result being streamed
+ * (the text protocol's or a prepared statement's), into the statement's
+ * context, and sends the column names to the sink.
+ */
+void
+MysqlColumns(CdMysqlConn *conn, MYSQL_FIELD *fields, int ncols, CdRowSink *sink)
+{
+	MemoryContext old = MemoryContextSwitchTo(conn->context);
+	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
+
+	conn->ncols = ncols;
+	conn->fields = fields;
+	conn->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
+	conn->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
+	conn->bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
+	for (int i = 0; i < ncols; i++)
+	{
+		names[i] = conn->fields[i].name;
+		conn->kinds[i] = MysqlColumnKind(&conn->fields[i]);
+	}
+	MemoryContextSwitchTo(old);
+	if (sink != NULL)
+		sink->columns(sink, ncols, names);
+}
+
+/*
+ * MysqlDeliverRow hands a row (its values as the text protocol carries
+ * them, NULL for NULL, and their lengths) to the sink, in the row
+ * context.  Reads client memory only.  May throw (from the sink).
+ */
+void
+MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row, const unsigned long *lengths,
+				CdRowSink *sink)
+{
+	for (int i = 0; i < conn->ncols; i++)
+		MysqlCell(&conn->cells[i], &conn->fields[i], conn->kinds[i], row[i], lengths[i],
+				  conn->bufs + (Size) i * CD_MYSQL_INTBUF);
+	AdapterDeliverRow(sink, conn->ncols, conn->cells, conn->row_context);
+}
