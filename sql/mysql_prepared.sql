@@ -168,4 +168,6 @@ SELECT * FROM collegedb.all_on_shard('s1', 'SELECT id FROM pt WHERE id = $1', 2:
 SELECT collegedb.run_on_shard('s1', 'DROP TABLE pt');
 SELECT collegedb.run_on_shard('s1', 'DROP TABLE types');
 SELECT collegedb.run_on_shard('s1', 'DROP DATABASE collegedb_ps');
+DROP FUNCTION stmt_counters();
+DROP FUNCTION try(text);
 DROP EXTENSION collegedb CASCADE;
