@@ -32,6 +32,7 @@ OBJS = \
 	src/adapters/mysql_connect.o \
 	src/adapters/mysql_errors.o \
 	src/adapters/mysql_options.o \
+	src/adapters/mysql_prepared.o \
 	src/adapters/mysql_values.o \
 	src/remote/connection.o \
 	src/remote/values.o \

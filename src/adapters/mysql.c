@@ -82,44 +82,43 @@ MysqlLexerRules(MYSQL *m)
 }
 
 /*
- * MysqlColumns reads the row description of the result being streamed,
- * into the statement's context, and sends the column names to the sink.
+ * Statements that stay text even with parameters, by their first word:
+ * what commits implicitly (mysql_implicit_commit, below), session and
+ * transaction control, XA, and statements that prepare or run others or
+ * return several results.
  */
-static void
-MysqlColumns(CdMysqlConn *conn, CdRowSink *sink)
-{
-	MemoryContext old = MemoryContextSwitchTo(conn->context);
-	int			ncols = (int) mysql_num_fields(conn->res);
-	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
-
-	conn->ncols = ncols;
-	conn->fields = mysql_fetch_fields(conn->res);
-	conn->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
-	conn->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
-	conn->bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
-	for (int i = 0; i < ncols; i++)
-	{
-		names[i] = conn->fields[i].name;
-		conn->kinds[i] = MysqlColumnKind(&conn->fields[i]);
-	}
-	MemoryContextSwitchTo(old);
-	if (sink != NULL)
-		sink->columns(sink, ncols, names);
-}
+static const char *const mysql_text_only[] = {
+	"set", "xa", "call", "prepare", "execute", "deallocate", "use", "handler",
+	"do", "kill", "reset", "purge", "change", "signal", "resignal", NULL
+};
 
 /*
- * MysqlDeliverRow hands the row just fetched to the sink, in the row
- * context.  Reads client memory only.  May throw (from the sink).
+ * Statements after which MySQL has committed the open transaction
+ * ("Statements That Cause an Implicit Commit"): they cannot take part in a
+ * remote transaction.
  */
-static void
-MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row, CdRowSink *sink)
-{
-	unsigned long *lengths = mysql_fetch_lengths(conn->res);
+static const char *const mysql_implicit_commit[] = {
+	"alter", "create", "drop", "rename", "truncate", "grant", "revoke",
+	"lock", "unlock", "analyze", "optimize", "repair", "check", "cache",
+	"flush", "load", "install", "uninstall", "start", "begin", NULL
+};
 
-	for (int i = 0; i < conn->ncols; i++)
-		MysqlCell(&conn->cells[i], &conn->fields[i], conn->kinds[i], row[i], lengths[i],
-				  conn->bufs + (Size) i * CD_MYSQL_INTBUF);
-	AdapterDeliverRow(sink, conn->ncols, conn->cells, conn->row_context);
+/*
+ * MysqlPreparable says whether a statement of this shape is prepared on
+ * the server (when it has parameters).
+ */
+static bool
+MysqlPreparable(const CdStatementShape *shape)
+{
+	if (shape->transaction_control || shape->first_word[0] == '\0')
+		return false;
+	for (const char *const *w = mysql_text_only; *w; w++)
+		if (strcmp(shape->first_word, *w) == 0)
+			return false;
+	for (const char *const *w = mysql_implicit_commit; *w; w++)
+		if (strcmp(shape->first_word, *w) == 0)
+			return false;
+	return true;
 }
 
 /*
@@ -138,10 +137,9 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 		  CdRemoteError *err)
 {
 	CdMysqlConn *conn = (CdMysqlConn *) handle;
-	CdMysqlParamState st;
-	CdStatementShape shape;
-	StringInfoData buf;
-	MemoryContext old;
+	bool		no_backslash;
+	CdMysqlPrepared *entry = NULL;
+	bool		read_only;
 
 	if (conn->midway || conn->res != NULL)
 	{
@@ -155,44 +153,59 @@ MysqlSend(void *handle, int nsetup, const char *const *setup,
 
 	MemoryContextReset(conn->row_context);
 	MemoryContextResetOnly(conn->context);
-	old = MemoryContextSwitchTo(conn->context);
-	memset(&st, 0, sizeof(st));
-	st.mysql = conn->mysql;
-	st.nparams = nparams;
-	st.params = params;
-	initStringInfo(&buf);
-	shape = LexerScan(sql, MysqlLexerRules(conn->mysql), &buf, MysqlEmitParam, &st);
-	MemoryContextSwitchTo(old);
-	if (st.failed)
+	conn->entry = NULL;
+	conn->statement = NULL;
+	conn->statement_len = 0;
+	no_backslash = (conn->mysql->server_status & SERVER_STATUS_NO_BACKSLASH_ESCAPES) != 0;
+	if (nparams > 0)
+		entry = MysqlPreparedFind(conn, sql, no_backslash);
+
+	if (entry != NULL && entry->stmt != NULL)
+		read_only = entry->read_only;	/* prepared: no literals needed */
+	else
 	{
-		AdapterRefuse(err, st.sqlstate, st.message, NULL);
-		return false;
+		const CdLexerRules *rules = MysqlLexerRules(conn->mysql);
+		CdMysqlParamState st;
+		CdStatementShape shape;
+		StringInfoData buf;
+		MemoryContext old = MemoryContextSwitchTo(conn->context);
+
+		MysqlParamStateInit(&st, conn->mysql, nparams, params);
+		initStringInfo(&buf);
+		shape = LexerScan(sql, rules, &buf, MysqlEmitParam, &st);
+		MemoryContextSwitchTo(old);
+		if (st.failed)
+		{
+			AdapterRefuse(err, st.sqlstate, st.message, NULL);
+			return false;
+		}
+		read_only = shape.read_only;
+		conn->statement = buf.data;
+		conn->statement_len = buf.len;
+		if (entry == NULL && nparams > 0 && MysqlPreparable(&shape))
+			entry = MysqlPreparedAdd(conn, sql, no_backslash, read_only, rules);
+		if (entry != NULL && entry->refused)
+			entry = NULL;
 	}
-	if ((flags & CD_EXEC_READ) && !shape.read_only)
+	if ((flags & CD_EXEC_READ) && !read_only)
 	{
 		AdapterRefuse(err, "25006",
 					  "statement writes, but it was sent to the MySQL shard as a read",
 					  "The session's NO_BACKSLASH_ESCAPES mode makes the statement's literals end elsewhere, and then it may write.");
 		return false;
 	}
+	if (entry != NULL && !MysqlPreparedBind(conn, entry, nparams, params, err))
+		return false;
 
 	conn->phase = CD_MYSQL_QUERY;
 	conn->started = false;
 	conn->index = 0;
 	conn->nsetup = nsetup;
 	conn->setup = setup;
-	conn->statement = buf.data;
-	conn->statement_len = buf.len;
 	conn->rows = 0;
 	conn->ncols = 0;
 	conn->midway = true;
 	return true;
-}
-
-static CdPollResult
-MysqlWaitResult(int status)
-{
-	return (status & MYSQL_WAIT_WRITE) ? CD_POLL_WRITE : CD_POLL_READ;
 }
 
 /*
@@ -233,7 +246,7 @@ MysqlFetch(CdMysqlConn *conn, CdRowSink *sink, CdRemoteError *err)
 		}
 		conn->rows++;
 		if (sink != NULL)
-			MysqlDeliverRow(conn, row, sink);
+			MysqlDeliverRow(conn, row, mysql_fetch_lengths(conn->res), sink);
 	}
 }
 
@@ -259,6 +272,12 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 		switch (conn->phase)
 		{
 			case CD_MYSQL_QUERY:
+				if (!conn->started && conn->index == conn->nsetup && conn->entry != NULL)
+				{
+					conn->phase = conn->entry->stmt != NULL ?
+						CD_MYSQL_STMT_EXECUTE : CD_MYSQL_STMT_PREPARE;
+					continue;
+				}
 				if (!conn->started)
 				{
 					const char *q = conn->index < conn->nsetup ? conn->setup[conn->index] : conn->statement;
@@ -299,7 +318,8 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 					err->connection_lost = true;
 					return CD_POLL_FAILED;
 				}
-				MysqlColumns(conn, sink);
+				MysqlColumns(conn, mysql_fetch_fields(conn->res),
+							 (int) mysql_num_fields(conn->res), sink);
 				conn->phase = CD_MYSQL_FETCH;
 				continue;
 
@@ -351,6 +371,14 @@ MysqlPoll(void *handle, CdRowSink *sink, int64 *rows_affected, CdRemoteError *er
 				}
 				else if (ret < 0)
 					conn->phase = CD_MYSQL_DONE;
+				continue;
+
+			case CD_MYSQL_STMT_PREPARE:
+			case CD_MYSQL_STMT_EXECUTE:
+			case CD_MYSQL_STMT_FETCH:
+				r = MysqlPreparedPoll(conn, sink, err);
+				if (r != CD_POLL_DONE)
+					return r;
 				continue;
 
 			case CD_MYSQL_DONE:
@@ -420,17 +448,6 @@ MysqlQuoteIdent(const char *ident)
 {
 	return AdapterQuoteIdent(ident, '`');
 }
-
-/*
- * Statements after which MySQL has committed the open transaction
- * ("Statements That Cause an Implicit Commit"): they cannot take part in a
- * remote transaction.
- */
-static const char *const mysql_implicit_commit[] = {
-	"alter", "create", "drop", "rename", "truncate", "grant", "revoke",
-	"lock", "unlock", "analyze", "optimize", "repair", "check", "cache",
-	"flush", "load", "install", "uninstall", "start", "begin", NULL
-};
 
 /*
  * What add_shard creates on a MySQL shard: the tombstone table, keyed

@@ -270,7 +270,9 @@ MysqlCloseHandle(MYSQL *m, bool midway)
  * still being streamed is let go without reading the rest of it (its
  * handle is cleared first: freeing it would read to the end), and a
  * connection in the middle of a statement has its socket shut down before
- * it is closed.
+ * it is closed.  The prepared statements' handles go after the
+ * connection, which leaves them without one: closing them then sends
+ * nothing.
  */
 static void
 MysqlConnFree(CdMysqlConn *conn)
@@ -284,6 +286,7 @@ MysqlConnFree(CdMysqlConn *conn)
 		conn->res = NULL;
 	}
 	MysqlCloseHandle(conn->mysql, conn->midway);
+	MysqlPreparedFree(conn);
 	MysqlParamsFree(&conn->params);
 	if (conn->context != NULL)
 		MemoryContextDelete(conn->context);
@@ -306,17 +309,6 @@ MysqlConnectFailed(CdMysqlConn *conn, const CdConnInfo *info,
 	MysqlConnFree(conn);
 	return NULL;
 }
-
-/*
- * The session settings collegedb relies on: UTC (see MysqlEmitParam) and
- * strict SQL mode, so that no value (a key above all) is silently cut or
- * changed, without NO_BACKSLASH_ESCAPES, so that the server reads
- * backslashes in literals as the adapter's lexer does.
- */
-#define CD_MYSQL_SESSION_SETUP \
-	"SET time_zone = '+00:00', sql_mode = CONCAT_WS(',', NULLIF(TRIM(BOTH ',' FROM " \
-	"REPLACE(CONCAT(',', @@SESSION.sql_mode, ','), ',NO_BACKSLASH_ESCAPES,', ',')), ''), " \
-	"'STRICT_ALL_TABLES')"
 
 /*
  * The session settings collegedb relies on: UTC (see MysqlEmitParam) and

@@ -51,18 +51,18 @@ MysqlValidSqlstate(const char *s)
 }
 
 /*
- * MysqlSetError fills *err from the last error of 'm': the one place that
- * maps MySQL/MariaDB error numbers to SQLSTATEs.  With 'shard' set, the
- * failure happened while connecting and becomes 08001 naming the shard,
- * with the native message as detail.  Everything is copied out of the
- * handle (AdapterSetError pstrdups), so the caller may close it next.
+ * MysqlMapError fills *err from error 'code' with its message and
+ * SQLSTATE as the server or the library gave them: the one place that maps
+ * MySQL/MariaDB error numbers to SQLSTATEs.  'm' (NULL: unknown) is the
+ * connection, for what differs between MySQL and MariaDB.  With 'shard'
+ * set, the failure happened while connecting and becomes 08001 naming the
+ * shard, with the native message as detail.  Everything is copied
+ * (AdapterSetError pstrdups), so the caller may close the handle next.
  */
-void
-MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
+static void
+MysqlMapError(CdRemoteError *err, unsigned int code, const char *native,
+			  const char *native_state, MYSQL *m, const char *shard)
 {
-	unsigned int code = mysql_errno(m);
-	const char *native = mysql_error(m);
-	const char *native_state = mysql_sqlstate(m);
 	const char *sqlstate = NULL;
 	bool		lost = false;
 	char		detail[128];
@@ -182,7 +182,7 @@ MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
 			break;
 		case CD_MYSQL_ER_CLIENT_INTERACTION_TIMEOUT:
 			/* MariaDB uses 4031 for a missing trigger */
-			if (!mariadb_connection(m))
+			if (m != NULL && !mariadb_connection(m))
 			{
 				sqlstate = "08006";
 				lost = true;
@@ -223,4 +223,25 @@ MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
 		snprintf(detail, sizeof(detail), "MySQL error %u.", code);
 
 	AdapterSetError(err, sqlstate, lost, native, detail, NULL);
+}
+
+/*
+ * MysqlSetError fills *err from the last error of 'm'; 'shard': see
+ * MysqlMapError.
+ */
+void
+MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
+{
+	MysqlMapError(err, mysql_errno(m), mysql_error(m), mysql_sqlstate(m), m, shard);
+}
+
+/*
+ * MysqlSetStmtError fills *err from the last error of a prepared
+ * statement, which holds the server's errors as the connection would.
+ */
+void
+MysqlSetStmtError(CdRemoteError *err, MYSQL_STMT *stmt)
+{
+	MysqlMapError(err, mysql_stmt_errno(stmt), mysql_stmt_error(stmt),
+				  mysql_stmt_sqlstate(stmt), stmt->mysql, NULL);
 }

@@ -2,8 +2,8 @@
  *
  * mysql_internal.h
  *	  What the MySQL adapter's files share: libmariadb's headers (included
- *	  here and nowhere else), the connection handle and its parameters, and
- *	  the functions of mysql_connect.c, mysql_errors.c, mysql_options.c and
+ *	  here and nowhere else), the connection handle and its parameters, its
+ *	  cache of prepared statements, and the functions of mysql_connect.c, mysql_errors.c, mysql_options.c, mysql_prepared.c and
  *	  mysql_values.c.
  *
  *-------------------------------------------------------------------------
@@ -106,8 +106,33 @@ typedef enum CdMysqlPhase
 	CD_MYSQL_FETCH,				/* streaming the statement's rows */
 	CD_MYSQL_NEXT,				/* moving to a further result (a CALL's) */
 	CD_MYSQL_FETCH_EXTRA,		/* reading a further result set, to drop it */
+	CD_MYSQL_STMT_PREPARE,		/* closing evicted statements, preparing */
+	CD_MYSQL_STMT_EXECUTE,		/* executing the prepared statement */
+	CD_MYSQL_STMT_FETCH,		/* streaming its rows */
 	CD_MYSQL_DONE
 } CdMysqlPhase;
+
+/* prepared statements kept per connection */
+#define CD_MYSQL_PREPARED_MAX 64
+
+/*
+ * CdMysqlPrepared is one statement text in a connection's cache
+ * (mysql_prepared.c), in the connection's prepared_context.
+ */
+typedef struct CdMysqlPrepared
+{
+	char	   *sql;			/* the caller's text, with $n placeholders */
+	uint32		hash;
+	bool		no_backslash;	/* rewritten under NO_BACKSLASH_ESCAPES */
+	bool		read_only;		/* its shape by those rules */
+	bool		refused;		/* the server cannot prepare it: text */
+	char	   *marked;			/* the text with ? placeholders */
+	size_t		marked_len;
+	int			nmarkers;
+	int		   *markers;		/* the n of each ?, in order */
+	MYSQL_STMT *stmt;			/* NULL until prepared */
+	uint64		used;			/* when last looked up (LRU) */
+} CdMysqlPrepared;
 
 /* CdMysqlConn is the adapter's connection handle, malloc'd */
 typedef struct CdMysqlConn
@@ -135,9 +160,39 @@ typedef struct CdMysqlConn
 	CdCell	   *cells;
 	char	   *bufs;			/* CD_MYSQL_INTBUF bytes per column */
 
+	/* the statement in progress, when it runs prepared */
+	CdMysqlPrepared *entry;		/* NULL: as text */
+	MYSQL_BIND *param_binds;	/* one per marker */
+	bool		reprepared;		/* prepared again after the server lost it */
+	MYSQL_BIND *col_binds;		/* every column as a string */
+	unsigned long *lengths;
+	my_bool    *nulls;
+	char	  **values;			/* the row as MysqlDeliverRow takes it */
+
+	/* the cache of prepared statements (mysql_prepared.c) */
+	CdMysqlPrepared *prepared[CD_MYSQL_PREPARED_MAX];
+	int			nprepared;
+	uint64		prepared_clock;
+	MYSQL_STMT **closing;		/* to close on the server */
+	int			nclosing;
+	int			closing_size;
+	MemoryContext prepared_context;
+
 	MemoryContext context;		/* the statement's, reset by each send */
 	MemoryContext row_context;	/* reset after each row */
 } CdMysqlConn;
+
+/*
+ * MysqlWaitResult turns what a suspended libmariadb call waits for into
+ * the adapter's poll result.
+ */
+static inline CdPollResult
+MysqlWaitResult(int status)
+{
+	return (status & MYSQL_WAIT_WRITE) ? CD_POLL_WRITE : CD_POLL_READ;
+}
+
+
 
 /* mysql_connect.c */
 extern void *MysqlConnect(const CdConnInfo *info, CdRemoteError *err);
@@ -148,6 +203,20 @@ extern void MysqlCancelQuery(CdMysqlConn *conn, int timeout_ms);
 
 /* mysql_errors.c */
 extern void MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard);
+extern void MysqlSetStmtError(CdRemoteError *err, MYSQL_STMT *stmt);
+
+/* mysql_prepared.c */
+extern CdMysqlPrepared *MysqlPreparedFind(CdMysqlConn *conn, const char *sql,
+										  bool no_backslash);
+extern CdMysqlPrepared *MysqlPreparedAdd(CdMysqlConn *conn, const char *sql,
+										 bool no_backslash, bool read_only,
+										 const CdLexerRules *rules);
+extern bool MysqlPreparedBind(CdMysqlConn *conn, CdMysqlPrepared *entry,
+							  int nparams, const CdParam *params,
+							  CdRemoteError *err);
+extern CdPollResult MysqlPreparedPoll(CdMysqlConn *conn, CdRowSink *sink,
+									  CdRemoteError *err);
+extern void MysqlPreparedFree(CdMysqlConn *conn);
 
 /* mysql_options.c */
 extern bool MysqlOptionOk(const char *keyword, Oid catalog);
@@ -158,9 +227,17 @@ extern bool MysqlParamsFromInfo(const CdConnInfo *info, CdMysqlParams *p);
 extern bool MysqlApplyOptions(MYSQL *m, const CdMysqlParams *p, unsigned int timeout);
 
 /* mysql_values.c */
+extern void MysqlParamStateInit(CdMysqlParamState *st, MYSQL *m, int nparams,
+								const CdParam *params);
+extern const CdParam *MysqlParamUsable(CdMysqlParamState *st, int n);
 extern void MysqlEmitParam(StringInfo out, int n, void *arg);
+extern void MysqlBindParam(MYSQL_BIND *b, const CdParam *p);
 extern CdValueKind MysqlColumnKind(const MYSQL_FIELD *f);
 extern void MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
 					  const char *v, unsigned long len, char *buf);
+extern void MysqlColumns(CdMysqlConn *conn, MYSQL_FIELD *fields, int ncols,
+						 CdRowSink *sink);
+extern void MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row,
+							const unsigned long *lengths, CdRowSink *sink);
 
 #endif							/* COLLEGEDB_MYSQL_INTERNAL_H */

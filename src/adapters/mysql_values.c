@@ -2,8 +2,9 @@
  *
  * mysql_values.c
  *	  Values to and from MySQL/MariaDB: parameters written into the
- *	  statement as literals (escaped for the connection), and result cells
- *	  in dialect-neutral kinds.
+ *	  statement as literals (escaped for the connection) or bound to a
+ *	  prepared statement, and result rows handed to the sink as cells in
+ *	  dialect-neutral kinds.
  *
  * Nothing here talks to the server; mysql.c does.
  *
@@ -12,6 +13,8 @@
 #include "postgres.h"
 
 #include <math.h>
+
+#include "utils/memutils.h"
 
 #include "adapters/mysql_internal.h"
 
@@ -83,6 +86,73 @@ MysqlNumericOk(const char *s, int len)
 }
 
 /*
+ * MysqlParamStateInit starts the state of one placeholder rewrite, or of
+ * one binding, for 'nparams' parameters on connection 'm'.
+ */
+void
+MysqlParamStateInit(CdMysqlParamState *st, MYSQL *m, int nparams,
+					const CdParam *params)
+{
+	memset(st, 0, sizeof(CdMysqlParamState));
+	st->mysql = m;
+	st->nparams = nparams;
+	st->params = params;
+}
+
+/*
+ * MysqlCheckStringKind fails for a value kind that does not travel as a
+ * character string (text, JSON, dates and times, UUIDs): the other kinds
+ * have cases of their own.  TIMESTAMPTZ arrives in UTC without a zone and
+ * the session time_zone is '+00:00' (see MysqlConnect): a plain string.
+ */
+static void
+MysqlCheckStringKind(CdValueKind kind)
+{
+	switch (kind)
+	{
+		case CD_VALUE_TEXT:
+		case CD_VALUE_JSON:
+		case CD_VALUE_DATE:
+		case CD_VALUE_TIME:
+		case CD_VALUE_TIMESTAMP:
+		case CD_VALUE_TIMESTAMPTZ:
+		case CD_VALUE_UUID:
+			return;
+		default:
+			elog(ERROR, "unexpected collegedb value kind %d", (int) kind);
+	}
+}
+
+/*
+ * MysqlParamUsable checks parameter $n as both the literal and the bound
+ * path take it: it must exist, and MySQL has no NaN or infinity, in DOUBLE
+ * or in DECIMAL.  Returns the parameter, or NULL with the failure
+ * recorded in the state.
+ */
+const CdParam *
+MysqlParamUsable(CdMysqlParamState *st, int n)
+{
+	const CdParam *p;
+
+	if (n < 1 || n > st->nparams)
+	{
+		MysqlParamFail(st, "42P02",
+					   psprintf("there is no parameter $%d", n));
+		return NULL;
+	}
+	p = &st->params[n - 1];
+	if ((p->kind == CD_VALUE_FLOAT && (isnan(p->fval) || isinf(p->fval))) ||
+		(p->kind == CD_VALUE_NUMERIC &&
+		 (p->str == NULL || !MysqlNumericOk(p->str, p->len))))
+	{
+		MysqlParamFail(st, "22003",
+					   pstrdup("MySQL cannot store NaN or infinity"));
+		return NULL;
+	}
+	return p;
+}
+
+/*
  * MysqlEmitParam is the placeholder callback: it appends parameter $n as a
  * MySQL literal.  It cannot fail through the rewrite, so a failure is
  * recorded in the state and checked once the rewrite is done.
@@ -91,16 +161,13 @@ void
 MysqlEmitParam(StringInfo out, int n, void *arg)
 {
 	CdMysqlParamState *st = (CdMysqlParamState *) arg;
-	const CdParam *p;
+	const CdParam *p = MysqlParamUsable(st, n);
 
-	if (n < 1 || n > st->nparams)
+	if (p == NULL)
 	{
-		MysqlParamFail(st, "42P02",
-					   psprintf("there is no parameter $%d", n));
 		appendStringInfoString(out, "NULL");
 		return;
 	}
-	p = &st->params[n - 1];
 
 	switch (p->kind)
 	{
@@ -114,13 +181,6 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 			appendStringInfo(out, INT64_FORMAT, p->ival);
 			break;
 		case CD_VALUE_FLOAT:
-			if (isnan(p->fval) || isinf(p->fval))
-			{
-				MysqlParamFail(st, "22003",
-							   pstrdup("MySQL cannot store NaN or infinity"));
-				appendStringInfoString(out, "NULL");
-			}
-			else
 			{
 				char		buf[64];
 
@@ -132,14 +192,7 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 			}
 			break;
 		case CD_VALUE_NUMERIC:
-			if (p->str == NULL || !MysqlNumericOk(p->str, p->len))
-			{
-				MysqlParamFail(st, "22003",
-							   pstrdup("MySQL cannot store NaN or infinity"));
-				appendStringInfoString(out, "NULL");
-			}
-			else
-				appendBinaryStringInfo(out, p->str, p->len);
+			appendBinaryStringInfo(out, p->str, p->len);
 			break;
 		case CD_VALUE_BYTES:
 			{
@@ -160,21 +213,72 @@ MysqlEmitParam(StringInfo out, int n, void *arg)
 			}
 			break;
 
-			/*
-			 * TIMESTAMPTZ arrives in UTC without a zone and the session
-			 * time_zone is '+00:00' (see MysqlConnect): a plain literal.
-			 */
-		case CD_VALUE_TEXT:
-		case CD_VALUE_JSON:
-		case CD_VALUE_DATE:
-		case CD_VALUE_TIME:
-		case CD_VALUE_TIMESTAMP:
-		case CD_VALUE_TIMESTAMPTZ:
-		case CD_VALUE_UUID:
+		default:
+			MysqlCheckStringKind(p->kind);
 			MysqlAppendQuoted(out, st, p->str ? p->str : "", p->str ? p->len : 0);
 			break;
+	}
+}
+
+/*
+ * MysqlBindParam binds parameter 'p' (checked by MysqlParamUsable) for a
+ * prepared statement, with the MySQL type its literal would have: BIGINT
+ * for integers (booleans are 1 and 0, as TRUE and FALSE are), DOUBLE,
+ * DECIMAL as text, binary strings for bytes, and character strings in the
+ * connection's character set for the rest (temporal values in the text
+ * form their literals have).  The bind points at copies in the current
+ * memory context: the caller's parameters may be gone when it is sent.
+ */
+void
+MysqlBindParam(MYSQL_BIND *b, const CdParam *p)
+{
+	memset(b, 0, sizeof(MYSQL_BIND));
+	switch (p->kind)
+	{
+		case CD_VALUE_NULL:
+			b->buffer_type = MYSQL_TYPE_NULL;
+			break;
+		case CD_VALUE_BOOL:
+		case CD_VALUE_INT:
+			{
+				int64	   *v = palloc(sizeof(int64));
+
+				*v = p->kind == CD_VALUE_BOOL ? (p->bval ? 1 : 0) : p->ival;
+				b->buffer_type = MYSQL_TYPE_LONGLONG;
+				b->buffer = v;
+			}
+			break;
+		case CD_VALUE_FLOAT:
+			{
+				double	   *v = palloc(sizeof(double));
+
+				*v = p->fval;
+				b->buffer_type = MYSQL_TYPE_DOUBLE;
+				b->buffer = v;
+			}
+			break;
 		default:
-			elog(ERROR, "unexpected collegedb value kind %d", (int) p->kind);
+			if (p->kind == CD_VALUE_NUMERIC)
+				b->buffer_type = MYSQL_TYPE_NEWDECIMAL;
+			else if (p->kind == CD_VALUE_BYTES)
+				b->buffer_type = MYSQL_TYPE_BLOB;
+			else
+			{
+				MysqlCheckStringKind(p->kind);
+				b->buffer_type = MYSQL_TYPE_STRING;
+			}
+			{
+				/* bytes may hold NULs: a copy by length */
+				int			len = p->str ? p->len : 0;
+				char	   *copy = palloc(len + 1);
+
+				if (len > 0)
+					memcpy(copy, p->str, len);
+				copy[len] = '\0';
+				b->buffer = copy;
+				b->buffer_length = (unsigned long) len;
+			}
+			break;
 	}
 }
 
@@ -322,3 +426,43 @@ MysqlCell(CdCell *cell, const MYSQL_FIELD *f, CdValueKind kind,
 	}
 }
 
+/*
+ * MysqlColumns takes the row description of the result being streamed
+ * (the text protocol's or a prepared statement's), into the statement's
+ * context, and sends the column names to the sink.
+ */
+void
+MysqlColumns(CdMysqlConn *conn, MYSQL_FIELD *fields, int ncols, CdRowSink *sink)
+{
+	MemoryContext old = MemoryContextSwitchTo(conn->context);
+	const char **names = palloc(sizeof(char *) * Max(ncols, 1));
+
+	conn->ncols = ncols;
+	conn->fields = fields;
+	conn->kinds = palloc(sizeof(CdValueKind) * Max(ncols, 1));
+	conn->cells = palloc(sizeof(CdCell) * Max(ncols, 1));
+	conn->bufs = palloc((Size) CD_MYSQL_INTBUF * Max(ncols, 1));
+	for (int i = 0; i < ncols; i++)
+	{
+		names[i] = conn->fields[i].name;
+		conn->kinds[i] = MysqlColumnKind(&conn->fields[i]);
+	}
+	MemoryContextSwitchTo(old);
+	if (sink != NULL)
+		sink->columns(sink, ncols, names);
+}
+
+/*
+ * MysqlDeliverRow hands a row (its values as the text protocol carries
+ * them, NULL for NULL, and their lengths) to the sink, in the row
+ * context.  Reads client memory only.  May throw (from the sink).
+ */
+void
+MysqlDeliverRow(CdMysqlConn *conn, MYSQL_ROW row, const unsigned long *lengths,
+				CdRowSink *sink)
+{
+	for (int i = 0; i < conn->ncols; i++)
+		MysqlCell(&conn->cells[i], &conn->fields[i], conn->kinds[i], row[i], lengths[i],
+				  conn->bufs + (Size) i * CD_MYSQL_INTBUF);
+	AdapterDeliverRow(sink, conn->ncols, conn->cells, conn->row_context);
+}

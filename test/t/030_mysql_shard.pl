@@ -114,6 +114,24 @@ cmp_ok($r->{seconds}, '<', 10, 'the statement ends soon after the timeout');
 ok(poll_mysql_until($mdb, $sleepers, '0', 10, database => $db),
 	'SLEEP(30) is gone from the processlist');
 
+# a statement with a parameter runs prepared on MariaDB: statement_timeout kills it
+# there too, and the session goes on
+my $any_sleepers =
+  q{SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE 'SELECT SLEEP(%'};
+bg_query($bg, q{SET statement_timeout = '3s'});
+bg_send($bg, q{SELECT collegedb.run_on_shard('m', 'SELECT SLEEP($1)', 30)});
+ok(poll_mysql_until($mdb, $any_sleepers, '1', 10, database => $db),
+	'the prepared SLEEP is running on MariaDB');
+$r = bg_wait($bg);
+is($r->{sqlstate}, '57014', 'statement_timeout interrupts the prepared SLEEP');
+cmp_ok($r->{seconds}, '<', 10, 'the prepared statement ends soon after the timeout');
+ok(poll_mysql_until($mdb, $any_sleepers, '0', 10, database => $db),
+	'the prepared SLEEP is gone from the processlist');
+bg_query($bg, 'RESET statement_timeout');
+$r = bg_query($bg, q{SELECT r->>'v' FROM collegedb.all_on_shard('m', 'SELECT $1 + 1 AS v', 1) AS r});
+is($r->{stdout}, '2', 'the session works after the prepared statement was cancelled')
+  or diag $r->{stderr};
+
 # inside a transaction block: the block's earlier shard write goes with it
 bg_query($bg, 'RESET statement_timeout');
 bg_query($bg, 'BEGIN');
