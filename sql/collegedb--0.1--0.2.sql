@@ -1205,6 +1205,42 @@ REVOKE ALL ON collegedb.shard_health FROM PUBLIC;
 
 
 /* ------------------------------------------------------------------------
+ * Issue 17: the mapping cache shared by the front's backends.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * cache_stats() also reports the shared cache: this backend's hits and
+ * misses there and how many entries it holds (NULL without it).  New
+ * output columns, so the function is dropped and created again; the roles
+ * that could execute it keep that right.
+ */
+DO $$
+DECLARE
+    acl aclitem[] := (SELECT p.proacl FROM pg_catalog.pg_proc p
+                       WHERE p.oid = 'collegedb.cache_stats()'::pg_catalog.regprocedure);
+    grantee oid;
+BEGIN
+    DROP FUNCTION collegedb.cache_stats();
+    CREATE FUNCTION collegedb.cache_stats()
+    RETURNS TABLE (mapping_hits bigint, mapping_misses bigint, catalog_reads bigint,
+                   shared_hits bigint, shared_misses bigint, shared_entries bigint)
+    AS 'MODULE_PATHNAME', 'collegedb_cache_stats'
+    LANGUAGE C;
+    REVOKE ALL ON FUNCTION collegedb.cache_stats() FROM PUBLIC;
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(acl) AS a
+         WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+           AND a.grantee <> (SELECT p.proowner FROM pg_catalog.pg_proc p
+                              WHERE p.oid = 'collegedb.cache_stats()'::pg_catalog.regprocedure)
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION collegedb.cache_stats() TO %s',
+                                  grantee::pg_catalog.regrole);
+    END LOOP;
+END
+$$;
+
+
+/* ------------------------------------------------------------------------
  * Grant sets (keep last): 0.1's list with the functions and views added
  * since.
  * ------------------------------------------------------------------------ */
