@@ -22,15 +22,18 @@
  * Invalidation is one shared generation counter.  Every backend bumps it in
  * its relcache callback for the mapping table, the settings, and a reset
  * of its invalidation queue (router.c), and an entry is valid only while
- * its generation is the current one.  A change's invalidation reaches
- * every backend before it next reads a cache (at its next transaction
- * start or lock), so a reader that starts after some backend processed the
- * change sees the bumped counter and ignores whatever was there.  A reader
- * notes the generation before it scans the mapping table and publishes
- * what it read only if, under the partition's lock, the counter has not
- * moved: a scan that saw the row before a change can therefore not be
- * published after anybody processed the change.  What publishes, and what
- * not, is decided by the router.
+ * its generation is the current one.  The counter serves the whole server:
+ * a change in one database makes every database's entries stale, which
+ * costs one catalog read per key afterwards and keeps the rule simple.  A
+ * change's invalidation reaches every backend before it next reads a cache
+ * (at its next transaction start or lock), so a reader that starts after
+ * some backend processed the change sees the bumped counter and ignores
+ * whatever was there.  A reader notes the generation before it scans the
+ * mapping table and publishes what it read only if, under the partition's
+ * lock, the counter has not moved: a scan that saw the row before a change
+ * can therefore not be published after anybody processed the change (the
+ * change was visible before its invalidation went out).  What publishes,
+ * and what not, is decided by the router.
  *
  *-------------------------------------------------------------------------
  */
