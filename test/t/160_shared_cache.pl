@@ -186,7 +186,7 @@ is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k50')}), "$m50
 
 # --- the TTL counts from the catalog read -----------------------------------------
 
-$front->safe_psql('postgres', q{SELECT collegedb.configure(mapping_cache_ttl => '4 s')});
+$front->safe_psql('postgres', q{SELECT collegedb.configure(mapping_cache_ttl => '8 s')});
 my ($m60, $o60) = mapped('postgres', 'k60');
 is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k60')}), "$m60\n0/1/1", 'k60 read and published');
 # behind collegedb's back: no trigger, no invalidation
