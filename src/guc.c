@@ -200,7 +200,7 @@ GucInit(void)
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("collegedb.shared_mapping_cache_size",
 								"Sets how many key mappings the mapping cache shared by every backend holds.",
-								"Needs collegedb in shared_preload_libraries; takes effect at server start. About 150 bytes of shared memory per entry; 0 turns the shared cache off.",
+								"Needs collegedb in shared_preload_libraries; takes effect at server start. About 145 bytes of shared memory per entry; 0 turns the shared cache off.",
 								&CollegeSharedMappingCacheSize,
 								65536, 0, 16777216,
 								PGC_POSTMASTER,
