@@ -23,7 +23,7 @@
  * (the relcache callback bumps its generation).  It only ever holds
  * committed rows: a transaction that has written anything (it has an XID:
  * it may have allocated, moved or deleted a mapping, and may roll back)
- * publishes nothing.
+ * neither publishes there nor reads from there.
  *
  * The strategies themselves are in placement/; tombstone hops come with
  * the moves.
@@ -241,13 +241,14 @@ cache_put(const uint8 *digest, const char *shard, TimestampTz fetched_at)
 }
 
 /*
- * may_publish says whether what this transaction reads from the mapping
- * table may go to the shared cache: not once it has written anything,
- * since then the row (or a row's absence) may be its own, uncommitted
- * work.
+ * may_share says whether this transaction may use the shared cache: not
+ * once it has written anything.  Then what it reads from the mapping table
+ * (a row, or a row's absence) may be its own uncommitted work, which no
+ * other backend may see, and what the shared cache holds may be the
+ * committed state its own work replaced.
  */
 static bool
-may_publish(void)
+may_share(void)
 {
 	return SharedCacheEnabled() && !saved_in_xact &&
 		!TransactionIdIsValid(GetTopTransactionIdIfAny());
@@ -269,7 +270,7 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 	MappingCacheEntry *entry;
 	TimestampTz fetched_at;
 	uint64		generation = 0;
-	bool		publish;
+	bool		share;
 	bool		found;
 
 	entry = hash_search(get_cache(), digest, HASH_FIND, NULL);
@@ -279,8 +280,8 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 		return entry->shard[0] ? entry->shard : NULL;
 	}
 	RouterCacheMisses++;
-	publish = ttl > 0 && may_publish();
-	if (ttl > 0 && SharedCacheEnabled())
+	share = ttl > 0 && may_share();
+	if (share)
 	{
 		if (SharedCacheGet(digest, buf, &fetched_at) && now - fetched_at < ttl)
 		{
@@ -292,7 +293,7 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 	}
 
 	/* the generation before the scan: a change processed since drops it */
-	if (publish)
+	if (share)
 		generation = SharedCacheGeneration();
 	RouterCatalogReads++;
 	found = MappingFind(stored_form(key, key_len, digest), buf);
@@ -301,7 +302,7 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 	if (!found)
 		buf[0] = '\0';
 	cache_put(digest, buf, now);
-	if (publish)
+	if (share)
 		SharedCachePut(digest, buf, now, generation);
 	return found ? buf : NULL;
 }

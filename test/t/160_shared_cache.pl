@@ -9,7 +9,8 @@
 #  - a stress of concurrent mapping changes and reads from new connections leaves no
 #    shared entry that disagrees with the committed mappings;
 #  - an allocation rolled back, and a mapping changed and read in a transaction that
-#    rolls back, never reach the shared cache;
+#    rolls back, never reach the shared cache, and a transaction that changed a
+#    mapping routes by its change even when another backend published the old one;
 #  - an entry expires after mapping_cache_ttl like a backend's own;
 #  - reading more keys than the cache holds keeps it at its size;
 #  - two databases never share entries;
@@ -183,6 +184,21 @@ is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k50')}), "$m50
 	"a new connection reads k50 on $m50, from the table");
 is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k50')}), "$m50\n1/0/0",
 	'the next one from the shared cache');
+
+# a transaction that changed a mapping routes by its change, even once another
+# backend has published the committed mapping it replaces
+my ($m51, $o51) = mapped('postgres', 'k51');
+my $tx = bg_session($front);
+bg_query($tx, 'BEGIN');
+bg_query($tx, qq{SELECT collegedb.update_mapping('k51', '$o51')});
+is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k51')}), "$m51\n0/1/1",
+	'meanwhile another connection reads the committed mapping of k51 and publishes it');
+is(bg_query($tx, q{SELECT shard FROM collegedb.route('k51')})->{stdout}, $o51,
+	'the transaction that changed k51 still routes it by its own change');
+bg_query($tx, 'ROLLBACK');
+$tx->quit;
+is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k51')}), "$m51\n0/1/1",
+	'after its rollback a new connection reads the committed mapping from the table');
 
 # --- the TTL counts from the catalog read -----------------------------------------
 
