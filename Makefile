@@ -66,6 +66,7 @@ OBJS = \
 	src/router/routed.o \
 	src/router/slotroute.o \
 	src/router/router.o \
+	src/router/shared_cache.o \
 	src/fdw/deparse.o \
 	src/fdw/options.o \
 	src/fdw/handler.o \

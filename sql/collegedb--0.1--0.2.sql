@@ -451,31 +451,46 @@ REVOKE ALL ON FUNCTION
   FROM PUBLIC;
 
 /*
- * route() reports the key's slot under the slots strategy: a new output
- * column, so the function is dropped and created again; the roles that
- * could execute it keep that right.
+ * Functions with new output columns are dropped and created again; the
+ * roles that could execute them keep that right.  route() reports the
+ * key's slot under the slots strategy; cache_stats() also reports the
+ * mapping cache shared by the backends: this backend's hits and misses
+ * there and how many entries it holds (NULL without it).
  */
 DO $$
 DECLARE
-    acl aclitem[] := (SELECT p.proacl FROM pg_catalog.pg_proc p
-                       WHERE p.oid = 'collegedb.route(text)'::pg_catalog.regprocedure);
+    fn record;
+    acl aclitem[];
     grantee oid;
 BEGIN
-    DROP FUNCTION collegedb.route(text);
-    CREATE FUNCTION collegedb.route(key text)
-    RETURNS TABLE (shard text, source text, hops integer, epoch integer, has_key boolean,
-                   slot integer)
-    AS 'MODULE_PATHNAME', 'collegedb_route'
-    LANGUAGE C STRICT;
-    REVOKE ALL ON FUNCTION collegedb.route(text) FROM PUBLIC;
-    FOR grantee IN
-        SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(acl) AS a
-         WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0
-           AND a.grantee <> (SELECT p.proowner FROM pg_catalog.pg_proc p
-                              WHERE p.oid = 'collegedb.route(text)'::pg_catalog.regprocedure)
+    FOR fn IN SELECT * FROM (VALUES
+        ('collegedb.route(text)',
+         $f$CREATE FUNCTION collegedb.route(key text)
+            RETURNS TABLE (shard text, source text, hops integer, epoch integer, has_key boolean,
+                           slot integer)
+            AS 'MODULE_PATHNAME', 'collegedb_route'
+            LANGUAGE C STRICT$f$),
+        ('collegedb.cache_stats()',
+         $f$CREATE FUNCTION collegedb.cache_stats()
+            RETURNS TABLE (mapping_hits bigint, mapping_misses bigint, catalog_reads bigint,
+                           shared_hits bigint, shared_misses bigint, shared_entries bigint)
+            AS 'MODULE_PATHNAME', 'collegedb_cache_stats'
+            LANGUAGE C$f$)) AS v(signature, definition)
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION collegedb.route(text) TO %s',
-                                  grantee::pg_catalog.regrole);
+        acl := (SELECT p.proacl FROM pg_catalog.pg_proc p
+                 WHERE p.oid = fn.signature::pg_catalog.regprocedure);
+        EXECUTE 'DROP FUNCTION ' || fn.signature;
+        EXECUTE fn.definition;
+        EXECUTE 'REVOKE ALL ON FUNCTION ' || fn.signature || ' FROM PUBLIC';
+        FOR grantee IN
+            SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(acl) AS a
+             WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+               AND a.grantee <> (SELECT p.proowner FROM pg_catalog.pg_proc p
+                                  WHERE p.oid = fn.signature::pg_catalog.regprocedure)
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', fn.signature,
+                                      grantee::pg_catalog.regrole);
+        END LOOP;
     END LOOP;
 END
 $$;

@@ -33,6 +33,7 @@ int			CollegeMoveLease = 30;
 int			CollegeMoveMaxAttempts = 8;
 bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
+int			CollegeSharedMappingCacheSize = 65536;
 char	   *CollegeTargetRegion = NULL;
 char	   *CollegeTestPauseAfterDelivery = NULL;
 char	   *CollegeTestPauseCommit = NULL;
@@ -195,6 +196,16 @@ GucInit(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("collegedb.shared_mapping_cache_size",
+								"Sets how many key mappings the mapping cache shared by every backend holds.",
+								"Needs collegedb in shared_preload_libraries; takes effect at server start. About 145 bytes of shared memory per entry; 0 turns the shared cache off.",
+								&CollegeSharedMappingCacheSize,
+								65536, 0, 16777216,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.target_region",
 							   "Overrides the target_region setting of the location strategy in this session.",

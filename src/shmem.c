@@ -79,7 +79,8 @@ typedef struct CollegeSharedState
 /* a subsystem's part of shared memory (ShmemRegister) */
 typedef struct ShmemPart
 {
-	const char *tranche;		/* its LWLock tranche of one lock, or NULL */
+	const char *tranche;		/* its LWLock tranche, or NULL */
+	int			nlocks;			/* how many locks the tranche has */
 	Size		(*size) (void);
 	void		(*init) (void);
 } ShmemPart;
@@ -122,15 +123,16 @@ ShmemInit(void)
 /*
  * ShmemRegister adds a subsystem's part of shared memory: 'size' says how
  * much it needs, 'init' creates or attaches to it (holding
- * AddinShmemInitLock), 'tranche' (or NULL) names an LWLock tranche of one
- * lock it gets.  Only while preloading, before the hooks run.
+ * AddinShmemInitLock), 'tranche' (or NULL) names an LWLock tranche of
+ * 'nlocks' locks it gets.  Only while preloading, before the hooks run.
  */
 void
-ShmemRegister(const char *tranche, Size (*size) (void), void (*init) (void))
+ShmemRegister(const char *tranche, int nlocks, Size (*size) (void), void (*init) (void))
 {
 	if (nparts >= MAX_SHMEM_PARTS)
 		elog(ERROR, "too many collegedb shared memory parts");
 	parts[nparts].tranche = tranche;
+	parts[nparts].nlocks = nlocks;
 	parts[nparts].size = size;
 	parts[nparts].init = init;
 	nparts++;
@@ -156,7 +158,7 @@ collegedb_shmem_request(void)
 	RequestNamedLWLockTranche("collegedb", 1);
 	for (int i = 0; i < nparts; i++)
 		if (parts[i].tranche)
-			RequestNamedLWLockTranche(parts[i].tranche, 1);
+			RequestNamedLWLockTranche(parts[i].tranche, parts[i].nlocks);
 }
 
 /*

@@ -38,6 +38,7 @@ extern int	CollegeMoveLease;
 extern int	CollegeMoveMaxAttempts;
 extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;
+extern int	CollegeSharedMappingCacheSize;
 extern char *CollegeTargetRegion;
 extern char *CollegeTestPauseAfterDelivery;
 extern char *CollegeTestPauseCommit;
@@ -68,7 +69,8 @@ typedef struct ShardHealth
 } ShardHealth;
 
 extern void ShmemInit(void);
-extern void ShmemRegister(const char *tranche, Size (*size) (void), void (*init) (void));
+extern void ShmemRegister(const char *tranche, int nlocks, Size (*size) (void),
+						  void (*init) (void));
 extern bool ShmemIsPreloaded(void);
 extern void EnsurePreloaded(const char *what);
 extern void ShmemCountStatement(const char *shard, const char *error);

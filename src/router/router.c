@@ -12,8 +12,18 @@
  * function), when the settings change, and when a transaction that saved
  * mappings rolls back (the rows it cached are gone).  An entry older than
  * mapping_cache_ttl is re-read, which bounds how long a change made behind
- * collegedb's back can go unnoticed.  The absence of a mapping is never
- * cached, so new mappings need no invalidation.
+ * collegedb's back can go unnoticed.  The absence of a mapping is cached
+ * only where the trigger also reports new mappings (computed placement,
+ * the slots strategy).
+ *
+ * When collegedb is preloaded, a second level shared by every backend
+ * (shared_cache.c) sits between this cache and the mapping table: a miss
+ * here looks there, and a mapping read from the table is published there,
+ * so a new connection starts warm.  The same invalidations make it stale
+ * (the relcache callback bumps its generation).  It only ever holds
+ * committed rows: a transaction that has written anything (it has an XID:
+ * it may have allocated, moved or deleted a mapping, and may roll back)
+ * neither publishes there nor reads from there.
  *
  * The strategies themselves are in placement/; tombstone hops come with
  * the moves.
@@ -45,6 +55,7 @@
 #include "cd_errcodes.h"
 #include "collegedb.h"
 #include "router/router.h"
+#include "router/shared_cache.h"
 
 /* beyond this many entries the cache starts over */
 #define MAPPING_CACHE_MAX_ENTRIES 100000
@@ -63,6 +74,8 @@ static bool saved_in_xact = false;
 uint64		RouterCacheHits = 0;
 uint64		RouterCacheMisses = 0;
 uint64		RouterCatalogReads = 0;
+uint64		RouterSharedHits = 0;
+uint64		RouterSharedMisses = 0;
 
 static void
 reset_cache(void)
@@ -80,7 +93,10 @@ static void
 router_relcache_callback(Datum arg, Oid relid)
 {
 	if (CatalogRelidIs(CD_REL_MAPPING, relid) || CatalogRelidIs(CD_REL_CONFIG, relid))
+	{
 		reset_cache();
+		SharedCacheInvalidate();
+	}
 	if (relid == InvalidOid || relid == move_relid || !OidIsValid(move_relid) ||
 		CatalogRelidIs(CD_REL_CONFIG, relid))
 		moves_known = -1;
@@ -111,11 +127,13 @@ router_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * RouterInit registers the cache's invalidation callbacks.
+ * RouterInit registers the cache's invalidation callbacks and, while
+ * preloading, the shared cache's part of shared memory.
  */
 void
 RouterInit(void)
 {
+	SharedCacheInit();
 	CacheRegisterRelcacheCallback(router_relcache_callback, (Datum) 0);
 	RegisterXactCallback(router_xact_callback, NULL);
 	RegisterSubXactCallback(router_subxact_callback, NULL);
@@ -200,8 +218,12 @@ RouterStoredKey(const char *key, int key_len)
 	return stored_form(key, key_len, digest);
 }
 
+/*
+ * cache_put caches in this backend that the key maps to 'shard' ("": has
+ * no mapping), as read from the mapping table at 'fetched_at'.
+ */
 static void
-cache_put(const uint8 *digest, const char *shard)
+cache_put(const uint8 *digest, const char *shard, TimestampTz fetched_at)
 {
 	HTAB	   *cache = get_cache();
 	MappingCacheEntry *entry;
@@ -215,43 +237,74 @@ cache_put(const uint8 *digest, const char *shard)
 	}
 	entry = hash_search(cache, digest, HASH_ENTER, NULL);
 	strlcpy(entry->shard, shard, NAMEDATALEN);
-	entry->fetched_at = GetCurrentStatementStartTimestamp();
+	entry->fetched_at = fetched_at;
+}
+
+/*
+ * may_share says whether this transaction may use the shared cache: not
+ * once it has written anything.  Then what it reads from the mapping table
+ * (a row, or a row's absence) may be its own uncommitted work, which no
+ * other backend may see, and what the shared cache holds may be the
+ * committed state its own work replaced.
+ */
+static bool
+may_share(void)
+{
+	return SharedCacheEnabled() && !saved_in_xact &&
+		!TransactionIdIsValid(GetTopTransactionIdIfAny());
 }
 
 /*
  * find_mapping returns the shard name the key is mapped to, from the cache
- * when fresh, else from the mapping store; NULL when unmapped.  Under
- * computed placement and the slots strategy the absence of a mapping (an
- * exception) is cached too: there the mapping table's trigger also
- * reports new rows.
+ * when fresh, else from the shared cache when fresh, else from the mapping
+ * store; NULL when unmapped.  Under computed placement and the slots
+ * strategy the absence of a mapping (an exception) is cached too: there
+ * the mapping table's trigger also reports new rows.
  */
 static const char *
 find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 {
 	const CdConfig *config = ConfigGet();
+	TimestampTz now = GetCurrentStatementStartTimestamp();
+	int64		ttl = (int64) config->mapping_cache_ttl_ms * 1000;
 	MappingCacheEntry *entry;
+	TimestampTz fetched_at;
+	uint64		generation = 0;
+	bool		share;
+	bool		found;
 
 	entry = hash_search(get_cache(), digest, HASH_FIND, NULL);
-	if (entry != NULL)
+	if (entry != NULL && now - entry->fetched_at < ttl)
 	{
-		TimestampTz now = GetCurrentStatementStartTimestamp();
-
-		if (now - entry->fetched_at < config->mapping_cache_ttl_ms * 1000)
-		{
-			RouterCacheHits++;
-			return entry->shard[0] ? entry->shard : NULL;
-		}
+		RouterCacheHits++;
+		return entry->shard[0] ? entry->shard : NULL;
 	}
 	RouterCacheMisses++;
-	RouterCatalogReads++;
-	if (!MappingFind(stored_form(key, key_len, digest), buf))
+	share = ttl > 0 && may_share();
+	if (share)
 	{
-		if (ConfigCachesAbsence(config))
-			cache_put(digest, "");
-		return NULL;
+		if (SharedCacheGet(digest, buf, &fetched_at) && now - fetched_at < ttl)
+		{
+			RouterSharedHits++;
+			cache_put(digest, buf, fetched_at);
+			return buf[0] ? buf : NULL;
+		}
+		RouterSharedMisses++;
 	}
-	cache_put(digest, buf);
-	return buf;
+
+	/* the generation before the scan: a change processed since drops it */
+	if (share)
+		generation = SharedCacheGeneration();
+	RouterCatalogReads++;
+	found = MappingFind(stored_form(key, key_len, digest), buf);
+	if (!found && !ConfigCachesAbsence(config))
+		return NULL;
+	if (!found)
+		buf[0] = '\0';
+	cache_put(digest, buf, now);
+	if (share)
+		SharedCachePut(digest, buf, now, generation);
+	return found ? buf : NULL;
 }
 
 /*
@@ -403,7 +456,7 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 	{
 		MappingInsert(stored_form(key, key_len, digest), route.shard->name, buf);
 		saved_in_xact = true;
-		cache_put(digest, buf);
+		cache_put(digest, buf, GetCurrentStatementStartTimestamp());
 		route = single_route(ShardLookup(buf), CD_ROUTE_ALLOCATED);
 	}
 	if (CollegeDebug)
@@ -429,7 +482,7 @@ RouterRecordException(const char *key, int key_len, const CdShard *shard)
 	digest_key(key, key_len, digest);
 	MappingInsert(stored_form(key, key_len, digest), shard->name, owner);
 	saved_in_xact = true;
-	cache_put(digest, owner);
+	cache_put(digest, owner, GetCurrentStatementStartTimestamp());
 }
 
 const char *

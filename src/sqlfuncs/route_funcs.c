@@ -26,6 +26,7 @@
 #include "remote/fanout.h"
 #include "remote/remote.h"
 #include "router/router.h"
+#include "router/shared_cache.h"
 #include "sqlfuncs/sqlfuncs.h"
 
 PG_FUNCTION_INFO_V1(collegedb_run);
@@ -42,6 +43,8 @@ PG_FUNCTION_INFO_V1(collegedb_cache_stats);
 extern uint64 RouterCacheHits;
 extern uint64 RouterCacheMisses;
 extern uint64 RouterCatalogReads;
+extern uint64 RouterSharedHits;
+extern uint64 RouterSharedMisses;
 
 /*
  * A routed call: the key, the statement and its parameters.
@@ -375,19 +378,28 @@ collegedb_mapping_key(PG_FUNCTION_ARGS)
 }
 
 /*
- * collegedb_cache_stats returns this backend's mapping cache counters.
+ * collegedb_cache_stats returns this backend's mapping cache counters, its
+ * shared cache counters and how many entries the shared cache holds (NULL
+ * without it).  Under the 0.1 declaration only the first three columns.
  */
 Datum
 collegedb_cache_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	int64		entries = SharedCacheEntries();
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts > lengthof(values))
+		elog(ERROR, "collegedb.cache_stats() is declared with too many columns");
 	values[0] = Int64GetDatum((int64) RouterCacheHits);
 	values[1] = Int64GetDatum((int64) RouterCacheMisses);
 	values[2] = Int64GetDatum((int64) RouterCatalogReads);
+	values[3] = Int64GetDatum((int64) RouterSharedHits);
+	values[4] = Int64GetDatum((int64) RouterSharedMisses);
+	values[5] = Int64GetDatum(entries);
+	nulls[5] = entries < 0;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }

@@ -166,7 +166,7 @@ LauncherInit(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-	ShmemRegister("collegedb launcher", launcher_shmem_size, launcher_shmem_init);
+	ShmemRegister("collegedb launcher", 1, launcher_shmem_size, launcher_shmem_init);
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
