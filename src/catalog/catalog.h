@@ -35,6 +35,7 @@ extern void CatalogCacheRegister(CdCatalogRel rel, bool *valid);
 extern void CatalogOnFirstUse(void (*hook) (void));
 extern Oid	CatalogRelid(CdCatalogRel rel);
 extern bool CatalogRelidIs(CdCatalogRel rel, Oid relid);
+extern bool CatalogTakeMappingsChanged(void);
 extern Snapshot CatalogReadSnapshot(void);
 extern void CatalogReleaseSnapshot(Snapshot snapshot);
 

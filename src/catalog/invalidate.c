@@ -11,10 +11,29 @@
 #include "commands/trigger.h"
 #include "fmgr.h"
 #include "utils/inval.h"
+#include "utils/rel.h"
 
+#include "catalog/catalog.h"
 #include "catalog/config.h"
 
 PG_FUNCTION_INFO_V1(collegedb_invalidate_cache);
+
+/* whether this transaction changed the mapping table or the settings */
+static bool mappings_changed = false;
+
+/*
+ * CatalogTakeMappingsChanged says whether the transaction changed the
+ * mapping table or the settings (through their trigger) since the last
+ * call, and forgets it.  The router asks at the end of every transaction.
+ */
+bool
+CatalogTakeMappingsChanged(void)
+{
+	bool		changed = mappings_changed;
+
+	mappings_changed = false;
+	return changed;
+}
 
 /*
  * collegedb_invalidate_cache is the statement-level trigger on collegedb's
@@ -40,6 +59,9 @@ collegedb_invalidate_cache(PG_FUNCTION_ARGS)
 		strcmp(trigdata->tg_trigger->tgargs[0], "computed") == 0 &&
 		!ConfigCachesAbsence(ConfigGet()))
 		return PointerGetDatum(NULL);
+	if (CatalogRelidIs(CD_REL_MAPPING, RelationGetRelid(trigdata->tg_relation)) ||
+		CatalogRelidIs(CD_REL_CONFIG, RelationGetRelid(trigdata->tg_relation)))
+		mappings_changed = true;
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
 }

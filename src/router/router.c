@@ -104,6 +104,15 @@ router_relcache_callback(Datum arg, Oid relid)
 		move_relid = InvalidOid;
 }
 
+/*
+ * router_xact_callback forgets what a rolled-back transaction cached, and
+ * makes the shared cache stale when a transaction that changed mappings
+ * commits.  The commit callbacks run once the change is visible and
+ * before its invalidation is sent: bumping the generation here, and not
+ * only when some backend processes that invalidation, keeps a backend
+ * that starts later (which never sees the invalidation) from a mapping a
+ * reader published from a scan that began before the commit.
+ */
 static void
 router_xact_callback(XactEvent event, void *arg)
 {
@@ -112,10 +121,15 @@ router_xact_callback(XactEvent event, void *arg)
 		if (saved_in_xact)
 			reset_cache();
 		saved_in_xact = false;
+		(void) CatalogTakeMappingsChanged();
 	}
 	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
 			 event == XACT_EVENT_PREPARE)
+	{
 		saved_in_xact = false;
+		if (CatalogTakeMappingsChanged() && event != XACT_EVENT_PREPARE)
+			SharedCacheInvalidate();
+	}
 }
 
 static void

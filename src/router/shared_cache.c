@@ -21,8 +21,12 @@
  *
  * Invalidation is one shared generation counter.  Every backend bumps it in
  * its relcache callback for the mapping table, the settings, and a reset
- * of its invalidation queue (router.c), and an entry is valid only while
- * its generation is the current one.  The counter serves the whole server:
+ * of its invalidation queue, and the backend that changed either bumps it
+ * once more when its transaction commits, as soon as the change is visible
+ * (router.c): a backend started after that commit never receives the
+ * invalidation, and must not find what a reader published from a scan
+ * that began before it.  An entry is valid only while its generation is
+ * the current one.  The counter serves the whole server:
  * a change in one database makes every database's entries stale, which
  * costs one catalog read per key afterwards and keeps the rule simple.  A
  * change's invalidation reaches every backend before it next reads a cache
