@@ -221,7 +221,9 @@ sub writers_stop
 
 # Runs $nwriters writers on @keys while the steps run one after the other: each step
 # is [setup SQL, rebalance SQL]; writers start 0.5 s before the first and go on 0.5 s
-# after the last.  Returns the rebalances' outputs and their time windows.
+# after the last, and until they sent 400 operations in all (so that the count of
+# writes check_outcome wants does not depend on how fast the moves were).  Returns the
+# rebalances' outputs and their time windows.
 sub write_during
 {
 	my ($nwriters, $keys, @steps) = @_;
@@ -230,6 +232,7 @@ sub write_during
 	my $t_first = time + 0.5;
 	my $stop_at;
 	my ($step, $reb, $reb_t0) = (0, undef, undef);
+	my $sent = 0;
 	while (1)
 	{
 		my $now = time;
@@ -241,6 +244,7 @@ sub write_during
 			my $key = $keys->[ int(rand(@$keys)) ];
 			my $dice = rand;
 			writer_send($w, $dice < 0.45 ? 'inc' : $dice < 0.7 ? 'ins' : $dice < 0.9 ? 'txn' : 'read', $key);
+			$sent++;
 		}
 		if (!defined $reb && !defined $stop_at && $now >= $t_first)
 		{
@@ -250,7 +254,7 @@ sub write_during
 				$reb = psql_start($front, $steps[$step][1]);
 				$reb_t0 = time;
 			}
-			else
+			elsif ($sent >= 400)
 			{
 				$stop_at = $now + 0.5;
 			}
