@@ -304,11 +304,9 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 			return buf[0] ? buf : NULL;
 		}
 		RouterSharedMisses++;
-	}
-
-	/* the generation before the scan: a change processed since drops it */
-	if (share)
+		/* the generation before the scan: a change processed since drops it */
 		generation = SharedCacheGeneration();
+	}
 	RouterCatalogReads++;
 	found = MappingFind(stored_form(key, key_len, digest), buf);
 	if (!found && !ConfigCachesAbsence(config))
