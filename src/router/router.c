@@ -95,7 +95,17 @@ router_relcache_callback(Datum arg, Oid relid)
 	if (CatalogRelidIs(CD_REL_MAPPING, relid) || CatalogRelidIs(CD_REL_CONFIG, relid))
 	{
 		reset_cache();
-		SharedCacheInvalidate();
+
+		/*
+		 * On a primary the backend that made the change makes the shared
+		 * cache stale at its commit (router_xact_callback): a receiver doing
+		 * it again, whenever it gets to the message, would only throw away
+		 * entries published after the change.  A standby's changes come
+		 * from replay, which runs no callback here, and a reset of the
+		 * queue may have lost any message.
+		 */
+		if (relid == InvalidOid || RecoveryInProgress())
+			SharedCacheInvalidate();
 	}
 	if (relid == InvalidOid || relid == move_relid || !OidIsValid(move_relid) ||
 		CatalogRelidIs(CD_REL_CONFIG, relid))

@@ -19,25 +19,22 @@
  * eighth of it, an arbitrary further eighth (in bucket order, which is the
  * order of the hash: at random as to keys), so it never grows.
  *
- * Invalidation is one shared generation counter.  Every backend bumps it in
- * its relcache callback for the mapping table, the settings, and a reset
- * of its invalidation queue, and the backend that changed either bumps it
- * once more when its transaction commits, as soon as the change is visible
- * (router.c): a backend started after that commit never receives the
- * invalidation, and must not find what a reader published from a scan
- * that began before it.  An entry is valid only while its generation is
+ * Invalidation is one shared generation counter.  The backend that changed
+ * the mapping table or the settings bumps it when its transaction commits,
+ * as soon as the change is visible (router.c): every later reader, also a
+ * backend started after that commit, which never receives the
+ * invalidation, then ignores what was published before.  On a hot standby,
+ * where changes arrive by replay, every backend bumps it in its relcache
+ * callback for those tables instead, and every backend does on a reset of
+ * its invalidation queue.  An entry is valid only while its generation is
  * the current one.  The counter serves the whole server:
  * a change in one database makes every database's entries stale, which
  * costs one catalog read per key afterwards and keeps the rule simple.  A
- * change's invalidation reaches every backend before it next reads a cache
- * (at its next transaction start or lock), so a reader that starts after
- * some backend processed the change sees the bumped counter and ignores
- * whatever was there.  A reader notes the generation before it scans the
- * mapping table and publishes what it read only if, under the partition's
- * lock, the counter has not moved: a scan that saw the row before a change
- * can therefore not be published after anybody processed the change (the
- * change was visible before its invalidation went out).  What publishes,
- * and what not, is decided by the router.
+ * reader notes the generation before it scans the mapping table and
+ * publishes what it read only if, under the partition's lock, the counter
+ * has not moved: a scan that saw the row before a change can therefore not
+ * be published after the change's bump.  What publishes, and what not, is
+ * decided by the router.
  *
  *-------------------------------------------------------------------------
  */
