@@ -3,8 +3,13 @@
 # Source it; it defines functions and variables only.
 
 PG_MAJOR=15
+# PG_CONFIG may name another (relocated) installation of PostgreSQL 15: the
+# build installs into it, and every server the scripts start runs from it.
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
-PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
+if [[ -x "$PG_CONFIG" ]]; then
+	PG_BINDIR=$("$PG_CONFIG" --bindir)
+fi
 
 # The packages every command needs; callers may add their own.
 COLLEGEDB_PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libsqlite3-dev
