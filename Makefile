@@ -5,7 +5,7 @@ EXTENSION = collegedb
 # 0.1 is released and never changes; each later version's full script is the
 # previous full script followed by the upgrade script to it, built here, so
 # that a fresh install and an upgrade run the same statements.
-EXTVERSION = 0.2
+EXTVERSION = 0.3
 DATA = sql/collegedb--0.1.sql $(wildcard sql/collegedb--*--*.sql)
 DATA_built = sql/collegedb--$(EXTVERSION).sql
 PGFILEDESC = "collegedb - route keyed statements to PostgreSQL, SQLite and MySQL shards"
@@ -96,7 +96,8 @@ OBJS = \
 	src/worker/slot_moves.o \
 	src/worker/unit.o
 
-PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -Werror \
+	-DCOLLEGEDB_VERSION='"$(EXTVERSION)"'
 SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
 
@@ -150,7 +151,7 @@ print-regress:
 print-regress-opts:
 	@echo $(REGRESS_OPTS)
 
-sql/collegedb--0.2.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql
+sql/collegedb--0.3.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql sql/collegedb--0.2--0.3.sql
 	cat $^ > $@
 
 # without configure's dependency tracking, rebuild everything when a header changes

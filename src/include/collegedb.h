@@ -13,8 +13,13 @@
 
 #define COLLEGEDB_SCHEMA		"collegedb"
 #define COLLEGEDB_FDW_NAME		"collegedb"
-/* the extension version whose catalog this library reads and writes */
-#define COLLEGEDB_VERSION		"0.2"
+/*
+ * the extension version whose catalog this library reads and writes: the
+ * Makefile's EXTVERSION, which also names the install script
+ */
+#ifndef COLLEGEDB_VERSION
+#error "COLLEGEDB_VERSION is set by the Makefile (EXTVERSION)"
+#endif
 
 /* collegedb.commit_protocol */
 typedef enum CdCommitProtocol

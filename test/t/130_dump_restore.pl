@@ -220,7 +220,7 @@ $new->safe_psql('postgres', 'CREATE DATABASE comp');
 $new->command_ok([ 'pg_restore', '--exit-on-error', '--section=pre-data', '-d', 'app', "$tmp/app.dump" ],
 	'pg_restore of app, pre-data: the extension, servers, user mappings, foreign table');
 is($new->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'collegedb'}),
-	'0.2', 'pg_restore created the extension');
+	'0.3', 'pg_restore created the extension');
 my $early = bg_session($new, dbname => 'app');
 is(bg_query($early, q{SELECT collegedb.shard_for_key('k3')})->{sqlstate},
 	'CD002', 'new front: before the data there is no shard (NO_SHARDS)');
@@ -231,7 +231,7 @@ $new->command_ok([ 'pg_restore', '--exit-on-error', '--section=post-data', '-d',
 $new->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'comp', '-f', "$tmp/comp.sql" ],
 	'psql of the plain dump of comp into an empty database');
 is($new->safe_psql('comp', q{SELECT extversion FROM pg_extension WHERE extname = 'collegedb'}),
-	'0.2', 'the plain dump created the extension');
+	'0.3', 'the plain dump created the extension');
 
 my %shard_of = map { (split /\|/)[ 0, 1 ] } split /\n/, $app_routes;
 is(bg_query($early, q{SELECT collegedb.shard_for_key('k3')})->{stdout},
