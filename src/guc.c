@@ -236,7 +236,7 @@ GucInit(void)
 
 	DefineCustomStringVariable("collegedb.test_pause_commit",
 							   "For tests only: stops a backend committing a multi-shard transaction at this step until it is killed or the file collegedb_resume_commit appears in the data directory.",
-							   "'prepared': every preparable shard is prepared; 'last_committed': the last participant committed; 'decided': the front committed its decision; 'between_commits': one prepared shard committed.",
+							   "'prepared': every preparable shard is prepared; 'last_committed': the last participant committed; 'decided': the front committed its decision; 'between_commits': one prepared shard committed (under commit_protocol 'sequential': one writer committed).",
 							   &CollegeTestPauseCommit,
 							   "",
 							   PGC_SUSET,

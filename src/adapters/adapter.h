@@ -320,6 +320,15 @@ typedef struct CdConnInfo
  * lock_key_sql: a statement with $1 = the key that a mover runs in its
  *			 source transaction to take the key's lock exclusively, so that
  *			 guarded writers wait for the move to commit.
+ * copy_lock_clause: (optional) what a mover appends to its read of the
+ *			 key's rows on the source, so that the read waits for, and then
+ *			 sees, the changes of a writer whose transaction is prepared but
+ *			 not yet committed.  Needed where a prepared transaction keeps
+ *			 fewer locks than the guard took: MySQL's XA PREPARE releases the
+ *			 shared and gap locks of the guard's locking read and keeps only
+ *			 exclusive row locks, so the mover reads FOR UPDATE.  NULL where
+ *			 the guard's own lock survives PREPARE (PostgreSQL's advisory
+ *			 locks) or the dialect prepares nothing (SQLite).
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
  * two_phase_sql, marker_sql: two-phase commit (CdTwoPhaseSql) and the
@@ -459,6 +468,7 @@ typedef struct CdAdapter
 	const char *guard_rollback_to;
 	const char *guard_query;
 	const char *lock_key_sql;
+	const char *copy_lock_clause;
 	const char *size_sql;
 	const char *key_match;
 	const char *key_list_sql;

@@ -556,6 +556,13 @@ const CdAdapter CdMysqlAdapter = {
 	 */
 	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
+	/*
+	 * XA PREPARE releases the guard's shared and gap locks; the writer's
+	 * exclusive locks on the rows it changed stay, and a locking read waits
+	 * for them and then reads the committed rows (not the transaction's
+	 * snapshot), so the copy includes the prepared writer's change.
+	 */
+	.copy_lock_clause = " FOR UPDATE",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 	.topology_ddl = mysql_topology_ddl,

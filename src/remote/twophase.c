@@ -342,10 +342,16 @@ pre_commit(CdConnection **parts, int n)
 			writers++;
 	if (writers < 2 || CollegeCommitProtocol == CD_COMMIT_SEQUENTIAL)
 	{
+		int			committed = 0;
+
 		commit_readers(parts, n);
 		for (int i = 0; i < n; i++)
 			if (parts[i]->wrote || parts[i]->doomed)
+			{
+				if (committed++ == 1)
+					pause_for_tests("between_commits");
 				ConnectionCommitOnePhase(parts[i]);
+			}
 		return;
 	}
 

@@ -189,7 +189,10 @@ batch_row(CdRowSink *self, int ncols, const CdCell *cells)
 /*
  * MoveCopyKeyRows streams the key's rows of 'table' from the source into
  * the target, in both shards' open transactions, and returns how many it
- * copied.  The target must hold none of the key's rows already.
+ * copied.  The target must hold none of the key's rows already.  The read
+ * takes the source dialect's copy_lock_clause: it waits for a writer whose
+ * transaction is prepared (the key's lock alone may not hold it off, see
+ * adapter.h) and copies what that writer committed.
  */
 int64
 MoveCopyKeyRows(const CdShard *source, const CdShard *target, const CdTable *table,
@@ -210,9 +213,10 @@ MoveCopyKeyRows(const CdShard *source, const CdShard *target, const CdTable *tab
 	sink.batch_context = AllocSetContextCreate(sink.context, "collegedb move batch",
 											   ALLOCSET_DEFAULT_SIZES);
 	(void) RemoteExecuteInternal(source,
-								 psprintf("SELECT * FROM %s WHERE %s",
+								 psprintf("SELECT * FROM %s WHERE %s%s",
 										  adapter->quote_ident(table->name),
-										  key_condition(source, table->key_column, 1)),
+										  key_condition(source, table->key_column, 1),
+										  adapter->copy_lock_clause ? adapter->copy_lock_clause : ""),
 								 1, &kp, &sink.base, true);
 	batch_flush(&sink);
 	copied = sink.copied;

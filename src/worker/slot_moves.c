@@ -28,7 +28,10 @@
  *	     waits until every front transaction that wrote a key of the slot
  *	     routed by the slot before step 1 committed has ended (the slot's
  *	     lock, router/slotroute.c): it may have written a new key of the
- *	     slot to the source under the map alone, and commit it later.
+ *	     slot to the source under the map alone, and commit it later; and
+ *	     it resolves the prepared transactions two-phase commit left on
+ *	     the source (settle_in_doubt), since such a writer's front
+ *	     transaction may have ended while its row is still prepared there.
  *	  3. installs the next map version with the slot on the target and
  *	     ends the slot's move, in one transaction.
  *
@@ -102,6 +105,42 @@ SlotMoveCheck(int32 slot, const char *target, const char **source)
 						 slot, move->target)));
 	*source = move ? pstrdup(move->source) : pstrdup(PlacementSlotShard(map, slot));
 	return map;
+}
+
+/*
+ * settle_in_doubt resolves the prepared transactions that two-phase commit
+ * left on the slot's source, before its keys are scanned.  A writer of a
+ * new key of the slot whose COMMIT PREPARED on the source failed has ended
+ * on the front, releasing the slot's lock, while its row is still prepared
+ * there: invisible to the scans, it would be committed by recovery after
+ * the slot left the shard, and lost to reads.  A recovery pass commits (or
+ * rolls back) what the front decided; what it cannot decide on the source
+ * fails the job, which can be run again.
+ */
+static void
+settle_in_doubt(int32 slot, const char *source)
+{
+	ListCell   *lc;
+
+	foreach(lc, RecoveryRun(true))
+	{
+		CdInDoubt  *row = lfirst(lc);
+
+		if (strcmp(row->shard, source) != 0 ||
+			strcmp(row->action, "committed") == 0 ||
+			strcmp(row->action, "rolled back") == 0 ||
+			strcmp(row->action, "gone") == 0 ||
+			strcmp(row->action, "in progress") == 0)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_CD_JOB_FAILED),
+				 errmsg("slot %d cannot move while shard \"%s\" holds an undecided prepared transaction",
+						slot, source),
+				 errdetail("Recovery reported %s%s%s%s.", row->action,
+						   row->gid ? " for " : "", row->gid ? row->gid : "",
+						   row->error ? psprintf(": %s", row->error) : ""),
+				 errhint("Resolve it (collegedb.prepared_transactions shows it), then move the slot again.")));
+	}
 }
 
 /*
@@ -301,6 +340,9 @@ SlotMoveRun(int64 job_id, int32 slot, const char *target, int concurrency)
 	 */
 	WorkerBegin();
 	RouterSlotWaitForWriters(slot);
+	WorkerCommit();
+	WorkerBegin();
+	settle_in_doubt(slot, source);
 	WorkerCommit();
 
 	for (int round = 1;; round++)
