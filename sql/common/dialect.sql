@@ -242,6 +242,29 @@ SELECT try($$DELETE FROM users WHERE id LIKE 'user-2__'$$);
 RESET collegedb.allow_multi_shard_modify;
 SELECT count(*), sum(visits) FROM users;
 
+-- COPY FROM routes every row by its key, as INSERT does (text and CSV)
+COPY users (id, name, visits, born) FROM STDIN;
+copy-1	Copied 1	1	2001-01-01
+copy-2	Copied 2	\N	\N
+copy-3	Tab\there	3	2001-01-03
+\.
+COPY users FROM STDIN (FORMAT csv, HEADER true);
+id,name,visits,born
+copy-4,"Quoted, with comma",4,2001-01-04
+copy-5,,5,
+\.
+SELECT id, name, visits, born FROM users WHERE id LIKE 'copy-%' ORDER BY id;
+SELECT s.shard, count(*) = count(m.key) AS where_mapped
+  FROM (VALUES ('s1'), ('s2')) AS s(shard)
+       CROSS JOIN LATERAL collegedb.all_on_shard(s.shard, 'SELECT id FROM users WHERE id LIKE ''copy-%''') AS r
+       LEFT JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(r->>'id') AND m.shard = s.shard
+ GROUP BY s.shard ORDER BY s.shard;
+-- a row without a key, or a key that exists, fails the COPY; its earlier rows go with it
+SELECT try($$COPY users FROM PROGRAM 'printf "copy-6\tSix\t6\t\\N\n\\N\tNo key\t0\t\\N\n"'$$);
+SELECT try($$COPY users FROM PROGRAM 'printf "copy-7\tSeven\t7\t\\N\ncopy-1\tAgain\t0\t\\N\n"'$$) ~ '^23' AS unique_violation;
+SELECT count(*) FROM users WHERE id IN ('copy-6', 'copy-7');
+DELETE FROM users WHERE id IN ('copy-1', 'copy-2', 'copy-3', 'copy-4', 'copy-5');
+
 DROP FOREIGN TABLE users;
 DELETE FROM collegedb.mapping;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE users') ORDER BY shard;

@@ -98,6 +98,7 @@ extern TupleTableSlot *collegedb_iterate_direct_modify(ForeignScanState *node);
 extern void collegedb_end_direct_modify(ForeignScanState *node);
 extern void collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 								   List *fdw_private, int subplan_index, int eflags);
+extern void collegedb_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo);
 extern TupleTableSlot *collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 											 TupleTableSlot *slot, TupleTableSlot *planSlot);
 extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,

@@ -710,15 +710,17 @@ typedef struct FdwInsertState
 	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 } FdwInsertState;
 
-void
-collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
-					   List *fdw_private, int subplan_index, int eflags)
+/*
+ * begin_insert sets up the insertion of rows into a foreign table, for
+ * INSERT (collegedb_begin_modify) and for COPY FROM and rows routed to a
+ * partition (collegedb_begin_foreign_insert).
+ */
+static void
+begin_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
 	FdwInsertState *st;
 	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
 
-	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
-		return;
 	st = palloc0(sizeof(FdwInsertState));
 	st->table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
 	st->attnums = palloc(sizeof(AttrNumber) * Max(desc->natts, 1));
@@ -735,6 +737,26 @@ collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 											"collegedb insert row",
 											ALLOCSET_DEFAULT_SIZES);
 	rinfo->ri_FdwState = st;
+}
+
+void
+collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+					   List *fdw_private, int subplan_index, int eflags)
+{
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	begin_insert(mtstate, rinfo);
+}
+
+/*
+ * collegedb_begin_foreign_insert prepares COPY FROM into a foreign table,
+ * and the rows an INSERT or COPY into a partitioned table routes to a
+ * foreign partition: each row then goes as an INSERT's would.
+ */
+void
+collegedb_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	begin_insert(mtstate, rinfo);
 }
 
 /*

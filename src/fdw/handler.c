@@ -46,6 +46,7 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->PlanForeignModify = collegedb_plan_modify;
 	routine->BeginForeignModify = collegedb_begin_modify;
 	routine->ExecForeignInsert = collegedb_exec_insert;
+	routine->BeginForeignInsert = collegedb_begin_foreign_insert;
 	routine->ExecForeignUpdate = collegedb_exec_row_modify;
 	routine->ExecForeignDelete = collegedb_exec_row_modify;
 	routine->ExplainForeignModify = collegedb_explain_modify;
