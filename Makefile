@@ -2,9 +2,11 @@
 
 MODULE_big = collegedb
 EXTENSION = collegedb
-# 0.1 is released and never changes; each later version's full script is the
-# previous full script followed by the upgrade script to it, built here, so
-# that a fresh install and an upgrade run the same statements.
+# sql/collegedb.sql is the one readable source of the current version's
+# objects; the install script sql/collegedb--$(EXTVERSION).sql is a copy of
+# it, built here.  The released full script (0.1) and the upgrade scripts
+# collegedb--A--B.sql are written by hand; sql/upgrade.sql checks that an
+# upgraded 0.1 ends with the objects of a fresh install.
 EXTVERSION = 0.3
 DATA = sql/collegedb--0.1.sql $(wildcard sql/collegedb--*--*.sql)
 DATA_built = sql/collegedb--$(EXTVERSION).sql
@@ -101,12 +103,12 @@ PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -W
 SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
 
-# The pg_regress suite: every sql/*.sql but the extension scripts, in name
-# order, expected output in expected/.  `make installcheck` runs it against
-# a running server (README.md, "Running the regression tests against your
+# The pg_regress suite: every sql/*.sql but the extension's source and
+# scripts, in name order, expected output in expected/.  `make installcheck`
+# runs it against a running server (README.md, "Running the regression tests against your
 # own server"); scripts/test runs the same list and options on a temporary
 # instance (make print-regress, print-regress-opts).
-REGRESS = $(sort $(filter-out collegedb--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS = $(sort $(filter-out collegedb collegedb--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --encoding=UTF8
 
 # The tests read their shards' settings from the environment (psql's
@@ -151,8 +153,8 @@ print-regress:
 print-regress-opts:
 	@echo $(REGRESS_OPTS)
 
-sql/collegedb--0.3.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql sql/collegedb--0.2--0.3.sql
-	cat $^ > $@
+sql/collegedb--$(EXTVERSION).sql: sql/collegedb.sql
+	cp $< $@
 
 # without configure's dependency tracking, rebuild everything when a header changes
 HEADERS = $(wildcard src/*.h src/*/*.h)
