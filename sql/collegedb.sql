@@ -15,12 +15,13 @@
  *      previous version into this one (CREATE, ALTER TABLE ... ADD COLUMN,
  *      CREATE OR REPLACE, and a REVOKE from PUBLIC for a new table, view or
  *      function that PUBLIC must not use).
- * The regression test sql/upgrade.sql (make installcheck REGRESS=upgrade)
- * installs 0.1, updates it to the newest version, and compares the catalog
- * with that of a fresh install from this file: functions with their bodies,
- * properties, defaults and privileges, tables with their columns in order,
- * constraints, indexes, triggers, views, configuration dumps, the wrapper
- * and its server.  It fails, naming the object, when the two disagree.
+ * The regression test sql/upgrade.sql (make installcheck REGRESS=upgrade
+ * ISOLATION= TAP_TESTS=) installs 0.1, updates it to the newest version,
+ * and compares the catalog with that of a fresh install from this file:
+ * functions with their bodies, properties, defaults and privileges, tables
+ * with their columns in order, constraints, indexes, triggers, views,
+ * configuration dumps, the wrapper and its server.  It fails, naming the
+ * object, when the two disagree.
  *
  * Columns are listed in the order an upgraded table has them: ALTER TABLE
  * ... ADD COLUMN appends, so a new column goes at the end of its table here
