@@ -2,9 +2,11 @@
 
 MODULE_big = collegedb
 EXTENSION = collegedb
-# 0.1 is released and never changes; each later version's full script is the
-# previous full script followed by the upgrade script to it, built here, so
-# that a fresh install and an upgrade run the same statements.
+# sql/collegedb.sql is the one readable source of the current version's
+# objects; the install script sql/collegedb--$(EXTVERSION).sql is a copy of
+# it, built here.  The released full script (0.1) and the upgrade scripts
+# collegedb--A--B.sql are written by hand; sql/upgrade.sql checks that an
+# upgraded 0.1 ends with the objects of a fresh install.
 EXTVERSION = 0.3
 DATA = sql/collegedb--0.1.sql $(wildcard sql/collegedb--*--*.sql)
 DATA_built = sql/collegedb--$(EXTVERSION).sql
@@ -101,16 +103,28 @@ PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/include -I$(libpq_srcdir) -Wall -W
 SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lsqlite3 $(shell mariadb_config --libs)
 
-# The pg_regress suite: every sql/*.sql but the extension scripts, in name
-# order, expected output in expected/.  `make installcheck` runs it against
-# a running server (README.md, "Running the regression tests against your
-# own server"); scripts/test runs the same list and options on a temporary
-# instance (make print-regress, print-regress-opts).
-REGRESS = $(sort $(filter-out collegedb--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+# The test suites.  `make installcheck` runs all three against a running
+# server (README.md, "Running the regression tests against your own
+# server"); each is left out or narrowed with its usual PGXS variable:
+#   pg_regress  REGRESS: every sql/*.sql but the extension's source and
+#               scripts, in name order; expected output in expected/.
+#   isolation   ISOLATION: the specs test/specs/*.spec; expected output in
+#               test/expected/ (pg_isolation_regress reads test/).
+#   TAP         TAP_TESTS: prove over PROVE_TESTS (test/t/*.pl), with the
+#               harness in test/lib; each file starts the servers it needs.
+# e.g.  make installcheck ISOLATION= TAP_TESTS=          pg_regress only
+#       make installcheck REGRESS= ISOLATION= PROVE_TESTS=test/t/020_pg_shard.pl
+# scripts/test runs the same targets, one suite (and one TAP file) at a time.
+REGRESS = $(sort $(filter-out collegedb collegedb--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --encoding=UTF8
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=$(srcdir)/test --encoding=UTF8
+TAP_TESTS = 1
+PROVE_TESTS ?= $(sort $(wildcard test/t/*.pl))
 
 # The tests read their shards' settings from the environment (psql's
-# \getenv).  PostgreSQL shards are databases of the server under test.
+# \getenv; the TAP harness).  PostgreSQL shards of the pg_regress tests are
+# databases of the server under test.
 COLLEGEDB_TEST_PG_HOST ?= 127.0.0.1
 COLLEGEDB_TEST_PG_PORT ?= $(or $(PGPORT),5432)
 COLLEGEDB_TEST_MYSQL_HOST ?= 127.0.0.1
@@ -120,11 +134,14 @@ export COLLEGEDB_TEST_PG_HOST COLLEGEDB_TEST_PG_PORT COLLEGEDB_TEST_SQLITE_DIR
 export COLLEGEDB_TEST_MYSQL_HOST COLLEGEDB_TEST_MYSQL_PORT COLLEGEDB_TEST_MYSQL_USER
 export COLLEGEDB_TEST_MYSQL_PASSWORD
 
-# A test that uses :'my_port' (COLLEGEDB_TEST_MYSQL_PORT) needs a MySQL or
-# MariaDB server: without that variable it is left out, and said so.
+# A pg_regress test that uses :'my_port' (COLLEGEDB_TEST_MYSQL_PORT), or a
+# TAP file that uses the run's MariaDB server or starts its own, needs
+# MySQL or MariaDB: without that variable it is left out, and said so.
 REGRESS_MYSQL = $(basename $(notdir $(shell grep -l ":'my_port'" sql/*.sql)))
+PROVE_MYSQL = $(shell grep -l 'start_mariadb\|PrivateMariaDB' test/t/*.pl)
 ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
 REGRESS := $(filter-out $(REGRESS_MYSQL),$(REGRESS))
+PROVE_TESTS := $(filter-out $(PROVE_MYSQL),$(PROVE_TESTS))
 endif
 
 # installcheck's checks of the environment, before pg_regress starts (set
@@ -135,28 +152,31 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: installcheck-settings print-regress print-regress-opts
+# the TAP tests' own modules (CollegeDB::TestHarness), beside PostgreSQL's
+PG_PROVE_FLAGS += -I $(srcdir)/test/lib
+
+.PHONY: installcheck-settings print-regress
 installcheck-settings:
+ifneq ($(REGRESS),)
 ifeq ($(COLLEGEDB_TEST_SQLITE_DIR),)
 	@echo 'Set COLLEGEDB_TEST_SQLITE_DIR to a directory the server'"'"'s OS user can write (the SQLite shards'"'"' files).' >&2
 	@exit 1
 endif
+endif
 ifeq ($(COLLEGEDB_TEST_MYSQL_PORT),)
-	@echo 'COLLEGEDB_TEST_MYSQL_PORT is not set: leaving out the tests that need MySQL ($(REGRESS_MYSQL)).'
+	@echo 'COLLEGEDB_TEST_MYSQL_PORT is not set: leaving out the tests that need MySQL ($(REGRESS_MYSQL) $(notdir $(PROVE_MYSQL))).'
 endif
 
+# the pg_regress tests installcheck runs (scripts/test reads the list)
 print-regress:
 	@echo $(REGRESS)
 
-print-regress-opts:
-	@echo $(REGRESS_OPTS)
-
-sql/collegedb--0.3.sql: sql/collegedb--0.1.sql sql/collegedb--0.1--0.2.sql sql/collegedb--0.2--0.3.sql
-	cat $^ > $@
+sql/collegedb--$(EXTVERSION).sql: sql/collegedb.sql
+	cp $< $@
 
 # without configure's dependency tracking, rebuild everything when a header changes
-HEADERS = $(wildcard src/*.h src/*/*.h)
-$(OBJS) $(OBJS:.o=.bc): $(HEADERS)
+SRC_HEADERS = $(wildcard src/*.h src/*/*.h)
+$(OBJS) $(OBJS:.o=.bc): $(SRC_HEADERS)
 
 # mysql.h clashes with PostgreSQL's headers: only the MySQL adapter's files see it.
 MYSQL_OBJS = $(filter src/adapters/mysql%.o,$(OBJS))

@@ -537,7 +537,7 @@ is( $front->safe_psql('postgres', q{
 # --- the README's tutorial pastes into psql -----------------------------------------
 
 {
-	my $readme = slurp_file(($ENV{COLLEGEDB_TEST_SRCDIR} // '..') . '/README.md');
+	my $readme = slurp_file(source_file('README.md'));
 	my ($tutorial) = $readme =~ /^## Topology groups\n.*?^```sql\n(.*?)^```$/ms;
 	ok(defined $tutorial, 'README: the topology tutorial is there');
 	my $dir = sqlite_dir();

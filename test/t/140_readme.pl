@@ -26,10 +26,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use CollegeDB::TestHarness;
 
-my $readme =
-  -f '../README.md'
-  ? '../README.md'
-  : "$ENV{COLLEGEDB_TEST_SRCDIR}/README.md";
+my $readme = source_file('README.md');
 open(my $fh, '<', $readme) or die "cannot read $readme: $!";
 my @lines = <$fh>;
 close $fh;

@@ -41,8 +41,10 @@ CollegeDB::TestHarness - start a collegedb front and its shard servers in TAP te
 The TAP tests run as the postgres user (PostgreSQL refuses root), so they cannot start
 mariadbd as the mysql user.  B<start_mariadb() therefore reuses the MariaDB server that
 scripts/test started> and describes through the COLLEGEDB_TEST_MYSQL_* variables; it never
-starts one.  To run a TAP file by hand, export those variables for any MariaDB/MySQL
-server that has a user allowed to create databases named collegedb_%:
+starts one.  To run a TAP file by hand (from the top of the checkout, as user postgres:
+C<make installcheck REGRESS= ISOLATION= PROVE_TESTS=test/t/020_pg_shard.pl>), export those
+variables for any MariaDB/MySQL server that has a user allowed to create databases named
+collegedb_%:
 
   COLLEGEDB_TEST_MYSQL_PORT      (required)
   COLLEGEDB_TEST_MYSQL_HOST      default 127.0.0.1
@@ -67,6 +69,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use Cwd            ();
 use File::Basename ();
 use File::Temp     ();
 use IPC::Run       ();
@@ -104,7 +107,12 @@ our @EXPORT = qw(
   wait_for_log_match
   fanout_by_shard
   standby_of
+  source_file
 );
+
+# The checkout the tests belong to (this file is its test/lib/CollegeDB/TestHarness.pm),
+# found when the module loads, whatever the directory prove runs in.
+my $source_dir = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/../../..');
 
 # The name of the running test file without directory and extension ("001_harness").
 sub _test_name
@@ -133,6 +141,22 @@ sub _append_settings
 =head1 FUNCTIONS
 
 =over
+
+=item source_file($path)
+
+The absolute path of C<$path>, relative to the top of the checkout the tests belong to
+(C<source_file('README.md')>), so that a test reads the tree's files from whatever
+directory prove runs in (the top, under C<make installcheck>).
+
+=cut
+
+sub source_file
+{
+	my ($path) = @_;
+	return "$source_dir/$path";
+}
+
+=pod
 
 =item sql_literal($text)
 
@@ -211,7 +235,8 @@ sub pg_shard_node
 
 The MariaDB server of this run, as a CollegeDB::TestHarness::MariaDB object with the
 methods C<host port socket user password database stop>.  See DESCRIPTION: the server
-comes from scripts/test; without COLLEGEDB_TEST_MYSQL_PORT the test bails out.
+comes from scripts/test; without COLLEGEDB_TEST_MYSQL_PORT the test dies (make
+installcheck leaves out the files that need MariaDB then).
 C<stop> does not stop the shared server: it drops the databases made by mysql_database
 on this object (done at exit as well, unless PG_TEST_NOCLEAN is set).
 
@@ -221,9 +246,11 @@ my @mariadb_handles;
 
 sub start_mariadb
 {
-	BAIL_OUT('no MariaDB server: run the TAP tests through scripts/test, or export '
-		  . 'COLLEGEDB_TEST_MYSQL_PORT (and _HOST, _SOCKET, _USER, _PASSWORD) for a '
-		  . 'server whose user may create databases named collegedb_%')
+	# die, not BAIL_OUT: under make installcheck one prove runs every file, and
+	# this file alone fails
+	die 'no MariaDB server: run the TAP tests through scripts/test, or export '
+	  . 'COLLEGEDB_TEST_MYSQL_PORT (and _HOST, _SOCKET, _USER, _PASSWORD) for a '
+	  . "server whose user may create databases named collegedb_%\n"
 	  unless $ENV{COLLEGEDB_TEST_MYSQL_PORT};
 
 	my $mdb = bless {
