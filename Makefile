@@ -15,7 +15,7 @@ PGFILEDESC = "collegedb - route keyed statements to PostgreSQL, SQLite and MySQL
 OBJS = \
 	src/init.o \
 	src/guc.o \
-	src/shmem.o \
+	src/common/shmem.o \
 	src/adapters/common.o \
 	src/adapters/registry.o \
 	src/adapters/lexer.o \
@@ -36,6 +36,7 @@ OBJS = \
 	src/adapters/mysql_options.o \
 	src/adapters/mysql_prepared.o \
 	src/adapters/mysql_values.o \
+	src/remote/activity.o \
 	src/remote/connection.o \
 	src/remote/values.o \
 	src/remote/errors.o \

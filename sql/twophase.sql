@@ -41,8 +41,16 @@ SELECT try($$SET collegedb.commit_protocol = 'three-phase'$$);
 RESET collegedb.commit_protocol;
 -- test-only and server-level settings are not for everyone to change
 SELECT name, context FROM pg_settings
- WHERE name IN ('collegedb.commit_protocol', 'collegedb.recovery_interval', 'collegedb.test_pause_commit')
+ WHERE name IN ('collegedb.commit_protocol', 'collegedb.recovery_interval')
  ORDER BY name;
+-- the test hooks are hidden from SHOW ALL and pg_settings, and only a superuser reads them
+SELECT count(*) FROM pg_settings WHERE name LIKE 'collegedb.test\_%';
+SELECT current_setting('collegedb.test_pause_commit') = '' AS unset;
+CREATE ROLE regress_cd_no_tests;
+SET ROLE regress_cd_no_tests;
+SELECT current_setting('collegedb.test_pause_commit');
+RESET ROLE;
+DROP ROLE regress_cd_no_tests;
 
 -- a transaction on PostgreSQL, MariaDB and SQLite shards commits on all of them
 BEGIN;

@@ -222,7 +222,7 @@ GucInit(void)
 							   &CollegeTestPauseAfterDelivery,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_NOT_IN_SAMPLE,
+							   GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.test_pause_after_step",
@@ -231,7 +231,7 @@ GucInit(void)
 							   &CollegeTestPauseAfterStep,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_NOT_IN_SAMPLE,
+							   GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.test_pause_commit",
@@ -240,7 +240,7 @@ GucInit(void)
 							   &CollegeTestPauseCommit,
 							   "",
 							   PGC_SUSET,
-							   GUC_NOT_IN_SAMPLE,
+							   GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("collegedb.test_pause_in_step",
@@ -249,7 +249,7 @@ GucInit(void)
 							   &CollegeTestPauseInStep,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_NOT_IN_SAMPLE,
+							   GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("collegedb.topology_timeout",

@@ -35,6 +35,7 @@ _PG_init(void)
 {
 	GucInit();
 	ShmemInit();
+	ActivityInit();
 	ConnectionInit();
 	TwoPhaseInit();
 	CatalogInit();

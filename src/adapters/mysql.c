@@ -26,6 +26,7 @@
 #include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
+#include "adapters/dialects.h"
 #include "adapters/lexer.h"
 #include "adapters/mysql_internal.h"
 

@@ -43,6 +43,7 @@
 #include "storage/latch.h"
 #include "utils/memutils.h"
 
+#include "adapters/dialects.h"
 #include "adapters/lexer.h"
 #include "adapters/pg_internal.h"
 #include "cd_errcodes.h"
@@ -73,8 +74,6 @@ static const CdLexerRules pg_lexer_rules = {
 	.transaction_words = pg_transaction_words,
 	.statement_name_words = pg_statement_name_words,
 };
-
-extern const CdAdapter CdPostgresAdapter;
 
 static int
 pg_socket(void *h)

@@ -16,10 +16,7 @@
 #include "lib/stringinfo.h"
 
 #include "adapters/adapter.h"
-
-extern const CdAdapter CdPostgresAdapter;
-extern const CdAdapter CdSqliteAdapter;
-extern const CdAdapter CdMysqlAdapter;
+#include "adapters/dialects.h"
 
 static const CdAdapter *const adapters[] = {
 	&CdPostgresAdapter,

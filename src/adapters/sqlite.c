@@ -31,6 +31,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "adapters/dialects.h"
 #include "adapters/lexer.h"
 #include "adapters/sqlite_internal.h"
 

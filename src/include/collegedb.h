@@ -52,40 +52,11 @@ extern char *CollegeTestPauseInStep;
 extern int	CollegeTopologyTimeout;
 extern void GucInit(void);
 
-/* shmem.c: shared memory, serving every layer */
-typedef struct ShardActivity
-{
-	char		shard[NAMEDATALEN];
-	uint64		statements;
-	uint64		errors;
-} ShardActivity;
-
-/* what ShmemShardHealth tells of one shard */
-#define CD_HEALTH_ERROR_LEN 256
-
-typedef struct ShardHealth
-{
-	bool		shared;			/* every backend's (preloaded), or this one's */
-	uint64		statements;
-	uint64		errors;
-	int64		last_ok;		/* TimestampTz; 0: never */
-	int64		last_error_at;	/* TimestampTz; 0: never */
-	char		last_error[CD_HEALTH_ERROR_LEN];
-} ShardHealth;
-
+/* common/shmem.c: shared memory, serving every layer */
 extern void ShmemInit(void);
 extern void ShmemRegister(const char *tranche, int nlocks, Size (*size) (void),
 						  void (*init) (void));
 extern bool ShmemIsPreloaded(void);
 extern void EnsurePreloaded(const char *what);
-extern void ShmemCountStatement(const char *shard, const char *error);
-extern void ShmemRecordContact(const char *shard, const char *error);
-extern bool ShmemShardHealth(const char *shard, ShardHealth *out);
-extern ShardActivity *ShmemActivitySnapshot(int *count);
-extern void ShmemTwoPhaseBegin(void);
-extern void ShmemTwoPhaseEnd(bool clean);
-extern bool ShmemTwoPhaseQuiet(uint64 *begun);
-extern uint64 ShmemRoundRobinTicket(void);
-extern uint64 ShmemRoundRobinPeek(void);
 
 #endif							/* COLLEGEDB_H */

@@ -37,6 +37,29 @@ RemoteSqlstate(const char *sqlstate)
 }
 
 /*
+ * RemoteOpFailure: what a shard's health record says of a failed 'op' other
+ * than a statement, as a whole phrase (a message is never built of pieces).
+ */
+static const char *
+RemoteOpFailure(CdRemoteOp op)
+{
+	switch (op)
+	{
+		case CD_REMOTE_CONNECT:
+			return "could not connect";
+		case CD_REMOTE_COMMIT:
+			return "could not commit";
+		case CD_REMOTE_PREPARE:
+			return "could not prepare the transaction";
+		case CD_REMOTE_RELEASE:
+			return "could not release savepoint";
+		case CD_REMOTE_STATEMENT:
+			break;
+	}
+	return "statement failed";
+}
+
+/*
  * RemoteRaise raises 'err', a failure of 'op' on shard 'shard' (of
  * 'adapter''s dialect), running 'sql' (NULL: none); see the file header.
  */
@@ -54,11 +77,7 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 
 	/* a statement's failure was recorded where it ended (StatementFinish) */
 	if (op != CD_REMOTE_STATEMENT)
-		ShmemRecordContact(shard, psprintf("could not %s: %s",
-										   op == CD_REMOTE_CONNECT ? "connect" :
-										   op == CD_REMOTE_COMMIT ? "commit" :
-										   op == CD_REMOTE_PREPARE ? "prepare the transaction" :
-										   "release savepoint", message));
+		ActivityRecordContact(shard, psprintf("%s: %s", RemoteOpFailure(op), message));
 
 	switch (op)
 	{
@@ -75,10 +94,12 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 		case CD_REMOTE_RELEASE:
 			ereport(ERROR,
 					(errcode(code),
-					 errmsg("could not %s on shard \"%s\": %s",
-							op == CD_REMOTE_COMMIT ? "commit" :
-							op == CD_REMOTE_PREPARE ? "prepare the transaction" :
-							"release savepoint", shard, message),
+					 errmsg(op == CD_REMOTE_COMMIT ?
+							gettext_noop("could not commit on shard \"%s\": %s") :
+							op == CD_REMOTE_PREPARE ?
+							gettext_noop("could not prepare the transaction on shard \"%s\": %s") :
+							gettext_noop("could not release savepoint on shard \"%s\": %s"),
+							shard, message),
 					 err->detail ? errdetail_internal("%s", err->detail) : 0,
 					 err->hint ? errhint("%s", err->hint) : 0));
 			break;

@@ -331,7 +331,7 @@ StatementFinish(CdStatement *st, bool ok, int attempt)
 	CdConnection *conn = st->conn;
 
 	conn->in_flight = false;
-	ShmemCountStatement(st->shard->name,
+	ActivityCountStatement(st->shard->name,
 						ok ? NULL : st->err.message ? st->err.message : "unknown error");
 	ObserveEnded(st->shard, st->rows, (st->flags & CD_EXEC_INTERNAL) != 0, ok);
 	if (ok || !st->err.connection_lost)

@@ -206,4 +206,34 @@ typedef struct CdInDoubt
 
 extern List *RecoveryRun(bool act);
 
+/* activity.c: what the backends share about their remote work */
+typedef struct ShardActivity
+{
+	char		shard[NAMEDATALEN];
+	uint64		statements;
+	uint64		errors;
+} ShardActivity;
+
+/* what ActivityShardHealth tells of one shard */
+#define CD_HEALTH_ERROR_LEN 256
+
+typedef struct ShardHealth
+{
+	bool		shared;			/* every backend's (preloaded), or this one's */
+	uint64		statements;
+	uint64		errors;
+	int64		last_ok;		/* TimestampTz; 0: never */
+	int64		last_error_at;	/* TimestampTz; 0: never */
+	char		last_error[CD_HEALTH_ERROR_LEN];
+} ShardHealth;
+
+extern void ActivityInit(void);
+extern void ActivityCountStatement(const char *shard, const char *error);
+extern void ActivityRecordContact(const char *shard, const char *error);
+extern bool ActivityShardHealth(const char *shard, ShardHealth *out);
+extern ShardActivity *ActivitySnapshot(int *count);
+extern void ActivityTwoPhaseBegin(void);
+extern void ActivityTwoPhaseEnd(bool clean);
+extern bool ActivityTwoPhaseQuiet(uint64 *begun);
+
 #endif							/* COLLEGEDB_REMOTE_H */

@@ -30,7 +30,7 @@
  * record to its end such a transaction counts in shared memory as
  * running, and one that aborted or left a participant prepared is noted
  * there, which is what tells the coordinators whether a recovery pass can
- * find anything (ShmemTwoPhaseQuiet).
+ * find anything (ActivityTwoPhaseQuiet).
  *
  * A global transaction id is "cdb_<system identifier>_<database oid>_
  * <full xid>_<server oid>" in hex: the front (so that recovery knows its
@@ -387,7 +387,7 @@ pre_commit(CdConnection **parts, int n)
 	 * front died then knows the xid too.
 	 */
 	/* from here on a shard may be left prepared: the coordinator looks */
-	ShmemTwoPhaseBegin();
+	ActivityTwoPhaseBegin();
 	two_phase_begun = true;
 	fxid = GetTopFullTransactionId();
 	TwoPhaseXactName(fxid, xact);
@@ -463,7 +463,7 @@ static void
 two_phase_ended(bool clean)
 {
 	if (two_phase_begun)
-		ShmemTwoPhaseEnd(clean);
+		ActivityTwoPhaseEnd(clean);
 	two_phase_begun = false;
 }
 

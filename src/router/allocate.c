@@ -30,6 +30,9 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -54,6 +57,117 @@ typedef struct SizeCacheEntry
 } SizeCacheEntry;
 
 static HTAB *size_cache = NULL;
+
+/*
+ * The round-robin strategy's counters: one per database, in shared memory,
+ * so that new keys split exactly across every backend of the front.
+ */
+#define ROUND_ROBIN_SLOTS 64
+#define ROUND_ROBIN_TRANCHE "collegedb round robin"
+
+typedef struct RoundRobinSlot
+{
+	Oid			database;		/* InvalidOid: free */
+	pg_atomic_uint64 next;
+} RoundRobinSlot;
+
+typedef struct RoundRobinState
+{
+	LWLock	   *lock;			/* protects the claiming of slots */
+	RoundRobinSlot slots[ROUND_ROBIN_SLOTS];
+} RoundRobinState;
+
+static RoundRobinState *round_robin = NULL;
+
+static Size
+round_robin_size(void)
+{
+	return MAXALIGN(sizeof(RoundRobinState));
+}
+
+/* holding AddinShmemInitLock */
+static void
+round_robin_init(void)
+{
+	bool		found;
+
+	round_robin = ShmemInitStruct("collegedb round robin", sizeof(RoundRobinState), &found);
+	if (found)
+		return;
+	round_robin->lock = &(GetNamedLWLockTranche(ROUND_ROBIN_TRANCHE))->lock;
+	for (int i = 0; i < ROUND_ROBIN_SLOTS; i++)
+	{
+		round_robin->slots[i].database = InvalidOid;
+		pg_atomic_init_u64(&round_robin->slots[i].next, 0);
+	}
+}
+
+/*
+ * AllocateInit registers the round-robin counters' part of shared memory
+ * (only while preloading).
+ */
+void
+AllocateInit(void)
+{
+	ShmemRegister(ROUND_ROBIN_TRANCHE, 1, round_robin_size, round_robin_init);
+}
+
+/*
+ * round_robin_slot returns this database's round-robin counter, claiming a
+ * free one the first time.
+ */
+static RoundRobinSlot *
+round_robin_slot(void)
+{
+	RoundRobinSlot *slot = NULL;
+
+	EnsurePreloaded("the round-robin strategy");
+	for (int i = 0; i < ROUND_ROBIN_SLOTS && slot == NULL; i++)
+		if (round_robin->slots[i].database == MyDatabaseId)
+			slot = &round_robin->slots[i];
+	if (slot == NULL)
+	{
+		LWLockAcquire(round_robin->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < ROUND_ROBIN_SLOTS && slot == NULL; i++)
+		{
+			RoundRobinSlot *s = &round_robin->slots[i];
+
+			if (s->database == MyDatabaseId || s->database == InvalidOid)
+			{
+				s->database = MyDatabaseId;
+				slot = s;
+			}
+		}
+		LWLockRelease(round_robin->lock);
+		if (slot == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many databases use the round-robin strategy"),
+					 errdetail("The server keeps %d round-robin counters.", ROUND_ROBIN_SLOTS)));
+	}
+	return slot;
+}
+
+/*
+ * RoundRobinTicket returns this database's next round-robin number,
+ * shared by every backend, and advances it.
+ */
+static uint64
+RoundRobinTicket(void)
+{
+	return pg_atomic_fetch_add_u64(&round_robin_slot()->next, 1);
+}
+
+/*
+ * RoundRobinPeek returns the number the next ticket will have,
+ * without taking it: what explaining a decision (route(), shard_for_key())
+ * may use, since it must not change the split.
+ */
+static uint64
+RoundRobinPeek(void)
+{
+	return pg_atomic_read_u64(&round_robin_slot()->next);
+}
 
 /*
  * push_pair adds a key/value pair to a jsonb object being built.
@@ -455,7 +569,7 @@ RouterAllocate(CdStrategy strategy, const char *key, int key_len, bool take_tick
 	if (ctx.target_region == NULL && config->target_region[0])
 		ctx.target_region = config->target_region;
 	ctx.ticket = strategy != CD_STRATEGY_ROUND_ROBIN ? 0 :
-		take_ticket ? ShmemRoundRobinTicket() : ShmemRoundRobinPeek();
+		take_ticket ? RoundRobinTicket() : RoundRobinPeek();
 
 	return PlacementPick(strategy, shards, n, &ctx);
 }

@@ -158,6 +158,7 @@ void
 RouterInit(void)
 {
 	SharedCacheInit();
+	AllocateInit();
 	CacheRegisterRelcacheCallback(router_relcache_callback, (Datum) 0);
 	RegisterXactCallback(router_xact_callback, NULL);
 	RegisterSubXactCallback(router_subxact_callback, NULL);

@@ -43,6 +43,15 @@ typedef struct CdRoute
 } CdRoute;
 
 extern void RouterInit(void);
+extern void AllocateInit(void);
+
+/* this backend's routing counters (collegedb.cache_stats) */
+extern uint64 RouterCacheHits;
+extern uint64 RouterCacheMisses;
+extern uint64 RouterCatalogReads;
+extern uint64 RouterSharedHits;
+extern uint64 RouterSharedMisses;
+
 extern CdRoute RouterResolve(const char *key, int key_len, bool for_write, bool save);
 extern bool RouterFindMapping(const char *key, int key_len, const CdShard **shard);
 extern char *RouterStoredKey(const char *key, int key_len);

@@ -85,7 +85,7 @@ collegedb_shard_activity(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			count;
-	ShardActivity *list = ShmemActivitySnapshot(&count);
+	ShardActivity *list = ActivitySnapshot(&count);
 
 	InitMaterializedSRF(fcinfo, 0);
 	for (int i = 0; i < count; i++)

@@ -40,12 +40,6 @@ PG_FUNCTION_INFO_V1(collegedb_route);
 PG_FUNCTION_INFO_V1(collegedb_mapping_key);
 PG_FUNCTION_INFO_V1(collegedb_cache_stats);
 
-extern uint64 RouterCacheHits;
-extern uint64 RouterCacheMisses;
-extern uint64 RouterCatalogReads;
-extern uint64 RouterSharedHits;
-extern uint64 RouterSharedMisses;
-
 /*
  * A routed call: the key, the statement and its parameters.
  */

@@ -180,7 +180,7 @@ collegedb_shard_health_list(PG_FUNCTION_ARGS)
 			continue;
 		memset(nulls, 0, sizeof(nulls));
 		sized = OidIsValid(shard->serverid) && RouterShardSize(shard, false, &size);
-		known = ShmemShardHealth(shard->name, &health);
+		known = ActivityShardHealth(shard->name, &health);
 		conns = ConnectionStatusList(&nconns);
 
 		values[0] = CStringGetTextDatum(shard->name);

@@ -333,7 +333,7 @@ collegedb_coordinator_main(Datum arg)
 									   CollegeRecoveryInterval))
 		{
 			uint64		begun;
-			bool		quiet = ShmemTwoPhaseQuiet(&begun);
+			bool		quiet = ActivityTwoPhaseQuiet(&begun);
 
 			if (!recovered_all || !quiet || begun != recovered_begun)
 			{
