@@ -158,6 +158,33 @@ SELECT try($$UPDATE fid SET grp = grp * 1073741824 WHERE id = 'k3'$$);
 SELECT try($$UPDATE fid SET grp = grp + 1, price = price * 2 WHERE id = 'k3'$$);
 SELECT id, grp, price FROM fid WHERE id IN ('k1', 'k3') ORDER BY id;
 
+-- dropped and added columns work as postgres_fdw's: a dropped column is
+-- no longer read, an added one is read once the shards' tables have it
+ALTER FOREIGN TABLE fid DROP COLUMN ts;
+ALTER TABLE fid_local DROP COLUMN ts;
+SELECT id, grp, name FROM fid WHERE id IN ('k1', 'k2') ORDER BY id;
+SELECT count(*), sum(grp) FROM fid;
+SELECT * FROM fid WHERE id = 'k5';
+INSERT INTO fid (id, grp, name) VALUES ('after-drop', 7, 'new');
+INSERT INTO fid_local (id, grp, name) VALUES ('after-drop', 7, 'new');
+UPDATE fid SET name = 'renamed' WHERE id = 'after-drop';
+UPDATE fid_local SET name = 'renamed' WHERE id = 'after-drop';
+SELECT * FROM fid WHERE id = 'after-drop';
+SELECT shard, ok FROM collegedb.run_on_all('ALTER TABLE fid ADD COLUMN extra INTEGER') ORDER BY shard;
+ALTER FOREIGN TABLE fid ADD COLUMN extra int;
+ALTER TABLE fid_local ADD COLUMN extra int;
+UPDATE fid SET extra = 5 WHERE id = 'k1';
+UPDATE fid_local SET extra = 5 WHERE id = 'k1';
+INSERT INTO fid (id, extra) VALUES ('after-add', 9);
+INSERT INTO fid_local (id, extra) VALUES ('after-add', 9);
+SELECT id, grp, extra FROM fid WHERE extra IS NOT NULL ORDER BY id;
+-- and every form still answers as the local table does
+SELECT count(*) AS mismatches
+  FROM (SELECT fid_answer(sql, 'fid', ordered) AS sharded,
+               fid_answer(sql, 'fid_local', ordered) AS local
+          FROM fid_forms WHERE sql NOT LIKE '%ts%') AS a
+ WHERE sharded IS DISTINCT FROM local;
+
 DROP FUNCTION fid_answer(text, text, bool);
 DROP FOREIGN TABLE fid;
 DROP TABLE fid_local;
