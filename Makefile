@@ -74,6 +74,7 @@ OBJS = \
 	src/fdw/options.o \
 	src/fdw/handler.o \
 	src/fdw/fdw_plan.o \
+	src/fdw/shippable.o \
 	src/fdw/fdw_exec.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \

@@ -18,6 +18,7 @@ SELECT collegedb.add_shard('s2');
 \set uuid_t CHAR(36)
 \set json_t JSON
 \i sql/common/dialect.sql
+\i sql/common/fidelity.sql
 
 -- wrong credentials and an unreachable server: class 08, the shard named
 CREATE SERVER s3 FOREIGN DATA WRAPPER collegedb

@@ -23,6 +23,7 @@ SELECT collegedb.add_shard('s2');
 \set uuid_t UUID
 \set json_t JSONB
 \i sql/common/dialect.sql
+\i sql/common/fidelity.sql
 
 -- no user mapping: a clear error, nothing sent
 CREATE SERVER s3 FOREIGN DATA WRAPPER collegedb

@@ -17,5 +17,6 @@ SELECT collegedb.add_shard('s2');
 \set uuid_t UUID
 \set json_t JSON
 \i sql/common/dialect.sql
+\i sql/common/fidelity.sql
 DROP FUNCTION try(text);
 DROP EXTENSION collegedb CASCADE;

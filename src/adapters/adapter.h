@@ -356,6 +356,8 @@ typedef struct CdConnInfo
  *			 the version stored, so a late delivery never undoes a newer one.
  * topology_put_state: the same for a state channel's value, with $1 = the
  *			 group, $2 = the channel, $3 = the version, $4 = the value (JSON).
+ * expr_rules: which expressions a scan or modification may send there
+ *			 (CdExprRules).
  */
 /*
  * CdTwoPhaseSql is a dialect's two-phase commit (caps.two_phase).  Every
@@ -411,6 +413,79 @@ typedef struct CdMarkerSql
 	const char *list;
 	const char *forget;
 } CdMarkerSql;
+
+/*
+ * CdTypeFamily groups PostgreSQL's built-in types by what a shard stores
+ * for them, so that a dialect can declare, per family, what it computes
+ * exactly as PostgreSQL does (CdExprRules; fdw/shippable.c maps types).
+ */
+typedef enum CdTypeFamily
+{
+	CD_FAMILY_OTHER = 0,
+	CD_FAMILY_BOOL,
+	CD_FAMILY_INT2,
+	CD_FAMILY_INT4,
+	CD_FAMILY_INT8,
+	CD_FAMILY_NUMERIC,
+	CD_FAMILY_FLOAT4,
+	CD_FAMILY_FLOAT8,
+	CD_FAMILY_TEXT,				/* text and varchar, not char(n) */
+	CD_FAMILY_DATE,
+	CD_FAMILY_TIMESTAMP,
+	CD_FAMILY_TIMESTAMPTZ,
+	CD_FAMILY_UUID,
+	CD_FAMILY_BYTEA
+} CdTypeFamily;
+
+#define CD_FAMILY_BIT(f) (1u << (f))
+
+/*
+ * CdExprRules is the dialect's part of the shippability rule (see
+ * fdw/shippable.c, as postgres_fdw's shippable.c): an expression goes to a
+ * shard of the dialect only where the dialect computes exactly what
+ * PostgreSQL computes for the front's types, errors included; everything
+ * else is evaluated on the front.
+ *
+ * builtin:  every immutable built-in operator and function of non-collatable
+ *			 types means the same (the dialect is PostgreSQL itself).
+ * compare:	 families whose =, <>, <, <=, >, >= of columns, constants and
+ *			 parameters give PostgreSQL's answer.
+ * arith:	 families whose +, - and * give PostgreSQL's result, overflow
+ *			 raising an error as PostgreSQL does (by the result's family).
+ * int_checked: (optional) how an int2/int4 result of +, - or * computed in
+ *			 64 bits is written so that a value outside the range [%2$s,
+ *			 %3$s] raises the dialect's numeric-overflow error (22003)
+ *			 instead of coming back: %1$s is the value (it may appear more
+ *			 than once).  With it int2/int4 +, -, * of operands of at most 32
+ *			 bits is exact (their 64-bit result cannot overflow).
+ * int_widening: families an implicit cast from an integer may be dropped
+ *			 for, because the dialect compares the integer with a value of
+ *			 the family exactly.
+ * store_checked: an assignment to a column (UPDATE ... SET) checks the
+ *			 column's range and length and rounds to its scale as
+ *			 PostgreSQL's length coercion and int4 overflow do, so that an
+ *			 implicit length coercion, or one int2/int4 +, -, * of columns,
+ *			 constants and parameters, is exact there.
+ * text_equal: text equality, byte for byte whatever the column's
+ *			 collation, operands %1$s and %2$s (each may appear twice).
+ * text_compare: text <>, <, <=, >, >= in byte order (PostgreSQL's "C"
+ *			 collation), operator %3$s; sent only when the front compares
+ *			 under "C" (<> under any deterministic collation).  NULL: never.
+ * text_like: PostgreSQL's LIKE (case-sensitive, backslash escapes, per
+ *			 character), %3$s "LIKE" or "NOT LIKE".  NULL: never.
+ */
+typedef struct CdExprRules
+{
+	bool		builtin;
+	uint32		compare;
+	uint32		arith;
+	const char *int_checked;
+	uint32		int_widening;
+	bool		store_checked;
+	const char *text_equal;
+	const char *text_compare;
+	const char *text_like;
+} CdExprRules;
 
 /* What an asynchronous statement needs next (see CdAdapter.poll) */
 typedef enum CdPollResult
@@ -478,6 +553,7 @@ typedef struct CdAdapter
 	const char *topology_put_state;
 	const CdTwoPhaseSql *two_phase_sql; /* with caps.two_phase */
 	const CdMarkerSql *marker_sql;	/* with caps.last_participant */
+	const CdExprRules *expr_rules;	/* what may be computed there */
 } CdAdapter;
 
 /*

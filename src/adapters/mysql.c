@@ -510,6 +510,33 @@ static const CdTwoPhaseSql mysql_two_phase = {
 
 static const char *const mysql_aliases[] = {"mariadb", NULL};
 
+/*
+ * MySQL compares and adds DECIMAL exactly, raises on BIGINT overflow
+ * (22003), and compares DATE and DATETIME as PostgreSQL does (timestamptz
+ * is stored in UTC, and the session's time_zone is UTC).  Its integer
+ * arithmetic is 64-bit, so an int2/int4 result is range-checked (a value
+ * out of range times the largest BIGINT overflows); in strict mode a store
+ * checks the column's range.  Its default collations ignore case and
+ * trailing spaces: text compares as binary strings, LIKE under
+ * utf8mb4_bin.
+ */
+static const CdExprRules mysql_expr_rules = {
+	.compare = CD_FAMILY_BIT(CD_FAMILY_BOOL) | CD_FAMILY_BIT(CD_FAMILY_INT2) |
+	CD_FAMILY_BIT(CD_FAMILY_INT4) | CD_FAMILY_BIT(CD_FAMILY_INT8) |
+	CD_FAMILY_BIT(CD_FAMILY_NUMERIC) | CD_FAMILY_BIT(CD_FAMILY_FLOAT8) |
+	CD_FAMILY_BIT(CD_FAMILY_DATE) | CD_FAMILY_BIT(CD_FAMILY_TIMESTAMP) |
+	CD_FAMILY_BIT(CD_FAMILY_TIMESTAMPTZ),
+	.arith = CD_FAMILY_BIT(CD_FAMILY_INT8) | CD_FAMILY_BIT(CD_FAMILY_NUMERIC),
+	.int_checked = "(CASE WHEN %1$s BETWEEN %2$s AND %3$s THEN %1$s "
+	"ELSE %1$s * 9223372036854775807 END)",
+	.int_widening = CD_FAMILY_BIT(CD_FAMILY_INT8) | CD_FAMILY_BIT(CD_FAMILY_NUMERIC) |
+	CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
+	.store_checked = true,
+	.text_equal = "(%1$s = %2$s AND CAST(%1$s AS BINARY) = CAST(%2$s AS BINARY))",
+	.text_compare = "CAST(%1$s AS BINARY) %3$s CAST(%2$s AS BINARY)",
+	.text_like = "%1$s %3$s %2$s COLLATE utf8mb4_bin",
+};
+
 const CdAdapter CdMysqlAdapter = {
 	.name = "mysql",
 	.aliases = mysql_aliases,
@@ -577,4 +604,5 @@ const CdAdapter CdMysqlAdapter = {
 	"value = IF(VALUES(version) > version, VALUES(value), value), "
 	"version = GREATEST(version, VALUES(version))",
 	.two_phase_sql = &mysql_two_phase,
+	.expr_rules = &mysql_expr_rules,
 };

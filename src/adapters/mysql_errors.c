@@ -242,6 +242,15 @@ MysqlSetError(CdRemoteError *err, MYSQL *m, const char *shard)
 void
 MysqlSetStmtError(CdRemoteError *err, MYSQL_STMT *stmt)
 {
-	MysqlMapError(err, mysql_stmt_errno(stmt), mysql_stmt_error(stmt),
-				  mysql_stmt_sqlstate(stmt), stmt->mysql, NULL);
+	/*
+	 * An error packet that ends a result read without blocking
+	 * (mysql_stmt_fetch_cont) is recorded on the connection, not on the
+	 * statement.
+	 */
+	if (mysql_stmt_errno(stmt) == 0 && stmt->mysql != NULL && mysql_errno(stmt->mysql) != 0)
+		MysqlMapError(err, mysql_errno(stmt->mysql), mysql_error(stmt->mysql),
+					  mysql_sqlstate(stmt->mysql), stmt->mysql, NULL);
+	else
+		MysqlMapError(err, mysql_stmt_errno(stmt), mysql_stmt_error(stmt),
+					  mysql_stmt_sqlstate(stmt), stmt->mysql, NULL);
 }

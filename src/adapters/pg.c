@@ -717,6 +717,20 @@ static const CdTwoPhaseSql pg_two_phase = {
 	"THEN 'max_prepared_transactions is 0 on the shard''s server.' END",
 };
 
+/*
+ * PostgreSQL computes what PostgreSQL computes: every immutable built-in
+ * operator and function of the front's types.  Text comparisons are still
+ * written under "C" where they order, since the shard's database may sort
+ * by another collation than the front's.
+ */
+static const CdExprRules pg_expr_rules = {
+	.builtin = true,
+	.text_equal = "%1$s = %2$s",
+	.text_compare = "%1$s %3$s %2$s COLLATE \"C\"",
+	.text_like = "%1$s %3$s %2$s",
+	.store_checked = true,
+};
+
 const CdAdapter CdPostgresAdapter = {
 	.name = "postgres",
 	.display_name = "PostgreSQL",
@@ -760,4 +774,5 @@ const CdAdapter CdPostgresAdapter = {
 	.topology_ddl = pg_topology_ddl,
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,
+	.expr_rules = &pg_expr_rules,
 };

@@ -496,6 +496,26 @@ static const CdMarkerSql sqlite_marker = {
 	.forget = "DELETE FROM collegedb_decisions WHERE xact = $1",
 };
 
+/*
+ * SQLite stores integers in 64 bits and converts an overflowing result to
+ * a float, keeps numeric values as floats, dates as text and compares
+ * text by its column's collation: integer and float comparisons are
+ * exact, int2/int4 arithmetic is exact once its result is range-checked
+ * (abs() of the smallest integer is SQLite's "integer overflow" error),
+ * text compares byte for byte under COLLATE BINARY.  Its LIKE folds ASCII
+ * case: never sent.
+ */
+static const CdExprRules sqlite_expr_rules = {
+	.compare = CD_FAMILY_BIT(CD_FAMILY_BOOL) | CD_FAMILY_BIT(CD_FAMILY_INT2) |
+	CD_FAMILY_BIT(CD_FAMILY_INT4) | CD_FAMILY_BIT(CD_FAMILY_INT8) |
+	CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
+	.int_checked = "(CASE WHEN %1$s BETWEEN %2$s AND %3$s THEN %1$s "
+	"ELSE abs(-9223372036854775808 + 0 * %1$s) END)",
+	.int_widening = CD_FAMILY_BIT(CD_FAMILY_INT8) | CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
+	.text_equal = "%1$s = %2$s COLLATE BINARY",
+	.text_compare = "%1$s %3$s %2$s COLLATE BINARY",
+};
+
 const CdAdapter CdSqliteAdapter = {
 	.name = "sqlite",
 	.display_name = "SQLite",
@@ -534,4 +554,5 @@ const CdAdapter CdSqliteAdapter = {
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,
 	.marker_sql = &sqlite_marker,
+	.expr_rules = &sqlite_expr_rules,
 };

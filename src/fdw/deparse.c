@@ -5,10 +5,9 @@
  *	  text of every dialect at once, as postgres_fdw's deparse.c does for
  *	  one: columns, quals, the key, RETURNING, INSERT.
  *
- * Quals that every dialect understands the same way go to the shards:
- * comparisons (=, <>, <, <=, >, >=) and +, -, * of built-in types between
- * columns, constants and parameters, IS [NOT] NULL, AND, OR, NOT.
- * Constants and parameters travel as $n parameters (fdw_exprs), evaluated
+ * Which quals a dialect's text carries, and how each is written there, is
+ * the shippability rule's (shippable.c): each text gets what its dialect
+ * computes exactly as PostgreSQL does.  Constants and parameters travel as $n parameters (fdw_exprs), evaluated
  * at execution, so a generic plan routes by the parameter's value.  Each
  * text is built for one adapter (its identifier quoting, its schemas, its
  * RETURNING), since the key's shard, and every shard a tombstone leads to,
@@ -49,8 +48,7 @@ deparse_param(FdwDeparse *d, Expr *expr)
 {
 	char		buf[16];
 
-	*d->params = lappend(*d->params, expr);
-	snprintf(buf, sizeof(buf), "$%d", list_length(*d->params));
+	snprintf(buf, sizeof(buf), "$%d", ShippableParam(d, expr));
 	DeparseAppend(d, buf);
 }
 
@@ -62,172 +60,81 @@ DeparseInit(FdwDeparse *d, CdForeignTable *table, Index relid, List **params)
 	d->table = table;
 	d->relid = relid;
 	d->params = params;
+	memset(d->nconds, 0, sizeof(d->nconds));
+	memset(d->failed, 0, sizeof(d->failed));
+	d->list_owners = NIL;
+	d->list_elements = NIL;
 }
 
 /*
- * pushable_operator says whether an operator means the same in every
- * dialect: a built-in comparison, or +, -, * of numbers.  Ordering of
- * strings is left to PostgreSQL, since each shard sorts by its own
- * collation; equality is sent (see README: "Sharded foreign tables").
- */
-static bool
-pushable_operator(Oid opno)
-{
-	HeapTuple	tuple;
-	Form_pg_operator op;
-	bool		ok = false;
-
-	if (opno >= FirstGenbkiObjectId)
-		return false;
-	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	op = (Form_pg_operator) GETSTRUCT(tuple);
-	if (op->oprkind == 'b' && op->oprleft < FirstGenbkiObjectId && op->oprright < FirstGenbkiObjectId)
-	{
-		const char *name = NameStr(op->oprname);
-
-		if (strcmp(name, "=") == 0 || strcmp(name, "<>") == 0)
-			ok = true;
-		else if (strcmp(name, "<") == 0 || strcmp(name, "<=") == 0 ||
-				 strcmp(name, ">") == 0 || strcmp(name, ">=") == 0)
-			ok = !type_is_collatable(op->oprleft);
-		else if ((strcmp(name, "+") == 0 || strcmp(name, "-") == 0 || strcmp(name, "*") == 0) &&
-				 TypeCategory(op->oprresult) == TYPCATEGORY_NUMERIC)
-			ok = true;
-	}
-	ReleaseSysCache(tuple);
-	return ok;
-}
-
-/*
- * DeparseExpr appends an expression to the statement, or returns false
- * (leaving junk behind: callers deparse into a scratch FdwDeparse first) when
- * it cannot go to the shards.
+ * DeparseExpr appends an expression to the text of every dialect that
+ * computes it as PostgreSQL does (shippable.c), and marks the others failed:
+ * their statement cannot be sent.  Returns whether every dialect took it.
  */
 bool
-DeparseExpr(Node *node, FdwDeparse *d)
+DeparseExpr(Node *node, FdwDeparse *d, bool assignment)
 {
-	if (node == NULL)
-		return false;
-	switch (nodeTag(node))
+	bool		all = true;
+
+	for (int i = 0; i < AdapterCount(); i++)
 	{
-		case T_Var:
-			{
-				Var		   *var = (Var *) node;
+		StringInfoData buf;
 
-				if (var->varno != d->relid || var->varlevelsup != 0 || var->varattno <= 0 ||
-					d->table->columns[var->varattno - 1] == NULL)
-					return false;
-				DeparseColumn(d, var->varattno);
-				return true;
-			}
-		case T_Const:
-			{
-				Const	   *c = (Const *) node;
-
-				if (c->constisnull)
-					DeparseAppend(d, "NULL");
-				else if (c->consttype >= FirstGenbkiObjectId ||
-						 type_is_array(c->consttype))
-					return false;
-				else
-					deparse_param(d, (Expr *) node);
-				return true;
-			}
-		case T_Param:
-			{
-				Param	   *p = (Param *) node;
-
-				if ((p->paramkind != PARAM_EXTERN && p->paramkind != PARAM_EXEC) ||
-					p->paramtype >= FirstGenbkiObjectId || type_is_array(p->paramtype))
-					return false;
-				deparse_param(d, (Expr *) node);
-				return true;
-			}
-		case T_RelabelType:
-			return DeparseExpr((Node *) ((RelabelType *) node)->arg, d);
-		case T_FuncExpr:
-			/* a length coercion (numeric(12,2), varchar(n)): the shard's column applies its own */
-			if (!exprIsLengthCoercion(node, NULL))
-				return false;
-			return DeparseExpr(linitial(((FuncExpr *) node)->args), d);
-		case T_OpExpr:
-			{
-				OpExpr	   *op = (OpExpr *) node;
-
-				if (list_length(op->args) != 2 || !pushable_operator(op->opno))
-					return false;
-				DeparseAppend(d, "(");
-				if (!DeparseExpr(linitial(op->args), d))
-					return false;
-				DeparseAppend(d, " ");
-				DeparseAppend(d, get_opname(op->opno));
-				DeparseAppend(d, " ");
-				if (!DeparseExpr(lsecond(op->args), d))
-					return false;
-				DeparseAppend(d, ")");
-				return true;
-			}
-		case T_NullTest:
-			{
-				NullTest   *nt = (NullTest *) node;
-
-				if (nt->argisrow)
-					return false;
-				DeparseAppend(d, "(");
-				if (!DeparseExpr((Node *) nt->arg, d))
-					return false;
-				DeparseAppend(d, nt->nulltesttype == IS_NULL ? " IS NULL)" : " IS NOT NULL)");
-				return true;
-			}
-		case T_BoolExpr:
-			{
-				BoolExpr   *b = (BoolExpr *) node;
-				ListCell   *lc;
-				bool		first = true;
-
-				DeparseAppend(d, "(");
-				if (b->boolop == NOT_EXPR)
-					DeparseAppend(d, "NOT ");
-				foreach(lc, b->args)
-				{
-					if (!first)
-						DeparseAppend(d, b->boolop == AND_EXPR ? " AND " : " OR ");
-					if (!DeparseExpr(lfirst(lc), d))
-						return false;
-					first = false;
-				}
-				DeparseAppend(d, ")");
-				return true;
-			}
-		default:
-			return false;
+		if (d->failed[i])
+			continue;
+		initStringInfo(&buf);
+		if (ShippableDeparse(node, d, i, assignment, &buf))
+			appendStringInfoString(&d->sql[i], buf.data);
+		else
+			d->failed[i] = true;
+		all &= !d->failed[i];
 	}
+	return all;
 }
 
 /*
- * DeparsePushable says whether an expression can go to the shards.
+ * DeparseAllDialects is the mask of every dialect (bit i: dialect i).
  */
-bool
-DeparsePushable(Node *node, CdForeignTable *table, Index relid)
+uint32
+DeparseAllDialects(void)
+{
+	return (uint32) ((1u << AdapterCount()) - 1);
+}
+
+/*
+ * DeparseDialects returns the dialects (a mask, see DeparseAllDialects)
+ * whose shards can compute a condition as PostgreSQL does.
+ */
+uint32
+DeparseDialects(Node *node, CdForeignTable *table, Index relid)
 {
 	FdwDeparse	scratch;
 	List	   *params = NIL;
+	uint32		mask = 0;
 
 	DeparseInit(&scratch, table, relid, &params);
-	return DeparseExpr(node, &scratch);
+	for (int i = 0; i < AdapterCount(); i++)
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		if (ShippableDeparse(node, &scratch, i, false, &buf))
+			mask |= 1u << i;
+	}
+	return mask;
 }
 
 /*
  * DeparseWhere appends " WHERE ..." with the remote quals and, when
  * 'key_expr' is given, the key (as the next parameter), and returns the
- * key's parameter number (0: none).
+ * key's parameter number (0: none).  Each dialect's text gets the quals
+ * that dialect computes as PostgreSQL does; the planner checks the others
+ * on the front, unless 'required' (a modification, which cannot be
+ * checked after the fact): then a dialect that cannot take one is failed.
  */
 int
-DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr)
+DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr, bool required)
 {
-	bool		first = true;
 	int			key_param = 0;
 	ListCell   *lc;
 
@@ -237,14 +144,43 @@ DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr)
 
 		if (IsA(clause, RestrictInfo))
 			clause = ((RestrictInfo *) clause)->clause;
-		DeparseAppend(d, first ? " WHERE " : " AND ");
-		if (!DeparseExpr((Node *) clause, d))
-			elog(ERROR, "a qual that can go to the shards did not deparse");
-		first = false;
+		for (int i = 0; i < AdapterCount(); i++)
+		{
+			StringInfoData buf;
+
+			initStringInfo(&buf);
+			if (d->failed[i])
+				continue;
+			if (!ShippableDeparse((Node *) clause, d, i, false, &buf))
+			{
+				d->failed[i] = required;
+				continue;
+			}
+			appendStringInfo(&d->sql[i], "%s%s", d->nconds[i]++ ? " AND " : " WHERE ", buf.data);
+		}
 	}
-	if (key_expr)
+	if (key_expr && !type_is_array(exprType((Node *) key_expr)) &&
+		ShippableFamily(exprType((Node *) key_expr)) == CD_FAMILY_TEXT)
 	{
-		DeparseAppend(d, first ? " WHERE " : " AND ");
+		/* one text key: byte for byte, whatever the column's collation */
+		char		param[16];
+
+		key_param = ShippableParam(d, key_expr);
+		snprintf(param, sizeof(param), "$%d", key_param);
+		for (int i = 0; i < AdapterCount(); i++)
+		{
+			const CdAdapter *adapter = AdapterForDialect(i);
+
+			appendStringInfoString(&d->sql[i], d->nconds[i]++ ? " AND " : " WHERE ");
+			appendStringInfo(&d->sql[i], adapter->expr_rules->text_equal,
+							 adapter->quote_ident(d->table->columns[d->table->key_attno - 1]),
+							 param);
+		}
+	}
+	else if (key_expr)
+	{
+		for (int i = 0; i < AdapterCount(); i++)
+			appendStringInfoString(&d->sql[i], d->nconds[i]++ ? " AND " : " WHERE ");
 		DeparseColumn(d, d->table->key_attno);
 		for (int i = 0; i < AdapterCount(); i++)
 			d->key_start[i] = d->sql[i].len;
@@ -253,6 +189,21 @@ DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr)
 		for (int i = 0; i < AdapterCount(); i++)
 			d->key_end[i] = d->sql[i].len;
 		key_param = list_length(*d->params);
+	}
+
+	/*
+	 * A text that left out the quals of the last parameters still takes
+	 * them all (the statement is sent with every parameter): it names the
+	 * last one in a condition that is always true.
+	 */
+	for (int i = 0; i < AdapterCount(); i++)
+	{
+		int			n = list_length(*d->params);
+
+		if (n > 0 && !d->failed[i] &&
+			AdapterScan(AdapterForDialect(i), d->sql[i].data).max_param < n)
+			appendStringInfo(&d->sql[i], "%s($%d IS NULL OR 1 = 1)",
+							 d->nconds[i]++ ? " AND " : " WHERE ", n);
 	}
 	return key_param;
 }
@@ -357,8 +308,19 @@ DeparseTexts(FdwDeparse *d)
 	List	   *texts = NIL;
 
 	for (int i = 0; i < AdapterCount(); i++)
-		texts = lappend(texts, makeString(d->sql[i].data));
+		texts = lappend(texts, makeString(d->failed[i] ? pstrdup("") : d->sql[i].data));
 	return texts;
+}
+
+/*
+ * DeparseTextsOf reads back what DeparseTexts made: the text per dialect
+ * ("" where the dialect cannot take the statement, see FdwEnsureSendable).
+ */
+void
+DeparseTextsOf(List *texts, const char **sql)
+{
+	for (int i = 0; i < AdapterCount(); i++)
+		sql[i] = strVal(list_nth(texts, i));
 }
 
 /*

@@ -45,25 +45,39 @@ typedef struct FdwDeparse
 	List	  **params;			/* fdw_exprs */
 	int			key_start[CD_MAX_DIALECTS]; /* where " = $k" of the key begins */
 	int			key_end[CD_MAX_DIALECTS];	/* and ends, in each text */
+	int			nconds[CD_MAX_DIALECTS];	/* WHERE conditions written */
+	bool		failed[CD_MAX_DIALECTS];	/* cannot say it all: no text */
+	List	   *list_owners;	/* IN lists written out (shippable.c) */
+	List	   *list_elements;	/* and their elements, as Consts */
 } FdwDeparse;
 
 extern void DeparseInit(FdwDeparse *d, CdForeignTable *table, Index relid, List **params);
 extern void DeparseAppend(FdwDeparse *d, const char *text);
 extern void DeparseColumn(FdwDeparse *d, AttrNumber attno);
-extern bool DeparseExpr(Node *node, FdwDeparse *d);
-extern bool DeparsePushable(Node *node, CdForeignTable *table, Index relid);
-extern int	DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr);
+extern bool DeparseExpr(Node *node, FdwDeparse *d, bool assignment);
+extern uint32 DeparseDialects(Node *node, CdForeignTable *table, Index relid);
+extern uint32 DeparseAllDialects(void);
+extern int	DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr, bool required);
 extern void DeparseSelect(FdwDeparse *d, Bitmapset *used);
 extern void DeparseModify(FdwDeparse *d, CmdType op);
 extern void DeparseLimit(FdwDeparse *d, int64 limit);
 extern void DeparseReturning(FdwDeparse *d);
 extern List *DeparseTexts(FdwDeparse *d);
+extern void DeparseTextsOf(List *texts, const char **sql);
 extern List *DeparseKeySplit(FdwDeparse *d);
 extern void DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
 						  const char **sql);
 extern char *FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter);
 extern char *FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter,
 						   Bitmapset *used);
+
+/* shippable.c: what each dialect computes as PostgreSQL does */
+extern CdTypeFamily ShippableFamily(Oid type);
+extern int	ShippableParam(FdwDeparse *d, Expr *expr);
+extern bool ShippableDeparse(Node *node, FdwDeparse *d, CdDialect dialect, bool assignment,
+							 StringInfo out);
+extern void FdwEnsureSendable(const char *const *sql, const CdForeignTable *table);
+extern const char *FdwExplainText(const char *sql);
 
 /* The indexes of a scan's fdw_private list */
 enum FdwScanPrivate

@@ -352,8 +352,7 @@ scan_state(ForeignScanState *node, bool is_write)
 	ListCell   *lc;
 
 	st->table = FdwTableInfo(relid);
-	for (int i = 0; i < AdapterCount(); i++)
-		st->sql[i] = strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), i));
+	DeparseTextsOf(list_nth(plan->fdw_private, FdwPrivSql), st->sql);
 	st->key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
 	st->key_is_array = boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray));
 	st->key_split = list_nth(plan->fdw_private, FdwPrivKeySplit);
@@ -460,6 +459,7 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 	CdRemoteObserver *previous = NULL;
 
 	MemoryContextSwitchTo(old);
+	FdwEnsureSendable(st->sql, st->table);
 	st->rows = 0;
 	if (st->store)
 	{
@@ -889,7 +889,7 @@ explain_targets(ForeignScan *plan, CdForeignTable *table, ExplainState *es)
 		if (!dialects[d])
 			continue;
 		ExplainPropertyText(psprintf("Remote SQL (%s)", AdapterDialectName(d)),
-							strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), d)), es);
+							FdwExplainText(strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), d))), es);
 	}
 }
 

@@ -144,10 +144,22 @@ collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntablei
 			info->key_expr = key;
 			info->key_is_array = is_array;
 		}
-		else if (DeparsePushable((Node *) ri->clause, info->table, baserel->relid))
-			info->remote_conds = lappend(info->remote_conds, ri);
 		else
-			info->local_conds = lappend(info->local_conds, ri);
+		{
+			/*
+			 * A qual goes to the shards whose dialect computes it as
+			 * PostgreSQL does; unless every dialect does, the front checks it
+			 * too (the key's shard, and each shard a tombstone leads to, may
+			 * speak any dialect).
+			 */
+			uint32		dialects = DeparseDialects((Node *) ri->clause, info->table,
+												   baserel->relid);
+
+			if (dialects != 0)
+				info->remote_conds = lappend(info->remote_conds, ri);
+			if (dialects != DeparseAllDialects())
+				info->local_conds = lappend(info->local_conds, ri);
+		}
 	}
 	baserel->fdw_private = info;
 	baserel->rows = info->key_expr ? (info->key_is_array ? 10 : 1) : 1000;
@@ -245,7 +257,7 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	DeparseInit(&d, info->table, baserel->relid, &params);
 	DeparseSelect(&d, used);
-	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr);
+	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr, false);
 	limit = pushed_limit(root, baserel, info, local);
 	if (limit >= 0)
 		DeparseLimit(&d, limit);
@@ -291,16 +303,23 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	FdwDeparse	d;
 	int			key_param;
 	bool		returning = plan->returningLists != NIL;
+	ListCell   *lc;
 
 	if (op != CMD_UPDATE && op != CMD_DELETE)
 		return false;
 	if (subplan == NULL || !IsA(subplan, ForeignScan))
 		return false;
 	fscan = (ForeignScan *) subplan;
-	if (fscan->scan.scanrelid != resultRelation || fscan->scan.plan.qual != NIL)
+	if (fscan->scan.scanrelid != resultRelation)
 		return false;
 	rel = root->simple_rel_array[resultRelation];
 	info = rel->fdw_private;
+	/* a qual left to the front must be one some dialect takes: the others then refuse */
+	foreach(lc, info->local_conds)
+	{
+		if (!list_member_ptr(info->remote_conds, lfirst(lc)))
+			return false;
+	}
 
 	DeparseInit(&d, info->table, resultRelation, &params);
 	DeparseModify(&d, op);
@@ -309,9 +328,9 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	{
 		List	   *tlist;
 		List	   *attrs;
-		ListCell   *lc,
-				   *lc2;
+		ListCell   *lc2;
 		bool		first = true;
+		bool		any = false;
 
 		get_translated_update_targetlist(root, resultRelation, &tlist, &attrs);
 		forboth(lc, tlist, lc2, attrs)
@@ -324,20 +343,24 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot change the key column of a sharded table"),
 						 errhint("Delete the row and insert it under its new key.")));
-			if (!DeparsePushable((Node *) tle->expr, info->table, resultRelation))
-				return false;
 			DeparseAppend(&d, first ? " SET " : ", ");
 			DeparseColumn(&d, attno);
 			DeparseAppend(&d, " = ");
-			(void) DeparseExpr((Node *) tle->expr, &d);
+			(void) DeparseExpr((Node *) tle->expr, &d, true);
 			first = false;
 		}
+		/* no dialect can: the row-by-row path refuses it with its reasons */
+		for (int i = 0; i < AdapterCount(); i++)
+			any |= !d.failed[i];
+		if (!any)
+			return false;
 	}
-	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr);
+	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr, true);
 	ensure_key_or_multi_shard(op, info);
 	if (returning)
 		DeparseReturning(&d);
 
+	fscan->scan.plan.qual = NIL;	/* every text that is sent has them all */
 	fscan->operation = op;
 	fscan->resultRelation = resultRelation;
 	fscan->fdw_exprs = params;

@@ -515,6 +515,13 @@ record_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
+		if (att->attisdropped)
+		{
+			/* a dropped column: the statement reads NULL in its place */
+			values[i] = (Datum) 0;
+			nulls[i] = true;
+			continue;
+		}
 		callback.arg = att;
 		values[i] = ValuesCellToDatum(&cells[i], att->atttypid, att->atttypmod,
 									  &sink->inputs[i], sink->ioparams[i], &nulls[i]);
@@ -543,6 +550,8 @@ RecordRowSinkInit(RecordRowSink *sink, Tuplestorestate *store, TupleDesc desc)
 	{
 		Oid			input;
 
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;			/* no type: record_sink_row leaves it NULL */
 		getTypeInputInfo(TupleDescAttr(desc, i)->atttypid, &input, &sink->ioparams[i]);
 		fmgr_info(input, &sink->inputs[i]);
 	}
