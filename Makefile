@@ -52,6 +52,7 @@ OBJS = \
 	src/catalog/epochs.o \
 	src/catalog/invalidate.o \
 	src/catalog/journal.o \
+	src/catalog/job_journal.o \
 	src/catalog/mappings.o \
 	src/catalog/shards.o \
 	src/catalog/slotmaps.o \

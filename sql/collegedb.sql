@@ -299,7 +299,9 @@ CREATE TABLE collegedb.job (
     finished_at         timestamptz,
     lease_backend_start timestamptz,
     raw_key             text,
-    slot                integer CHECK (slot >= 0)
+    slot                integer CHECK (slot >= 0),
+    -- how often the job's worker died (killed or crashed) while running it
+    deaths              integer NOT NULL DEFAULT 0
 );
 SELECT pg_catalog.pg_extension_config_dump('collegedb.job', '');
 SELECT pg_catalog.pg_extension_config_dump('collegedb.job_id_seq', '');
@@ -578,6 +580,17 @@ CREATE VIEW collegedb.tables AS
 SELECT table_name, key_column, registered_at FROM collegedb.registered_table ORDER BY table_name;
 
 /*
+ * coordinator_status says why no coordinator can run this database's
+ * queued jobs (no free background worker slot, collegedb not preloaded,
+ * collegedb.database naming another database), naming the setting to
+ * change; NULL when one runs.  collegedb.jobs shows it for queued jobs.
+ */
+CREATE FUNCTION collegedb.coordinator_status()
+RETURNS text
+AS 'MODULE_PATHNAME', 'collegedb_coordinator_status'
+LANGUAGE C STABLE;
+
+/*
  * The jobs with their counts (examined keys include those a rebalance
  * found agreeing, which it does not plan) and, for a rebalance or a slot's
  * move, their progress: keys done of keys planned, the rate since the first
@@ -596,7 +609,9 @@ SELECT j.id, j.kind, j.table_name, j.state,
        p.keys_per_second,
        CASE WHEN j.state = 'running' AND p.keys_per_second > 0
             THEN make_interval(secs => round((p.keys_planned - p.keys_done) / p.keys_per_second, 1)::double precision)
-       END AS time_left
+       END AS time_left,
+       j.deaths,
+       CASE WHEN j.state = 'queued' THEN collegedb.coordinator_status() END AS detail
   FROM collegedb.job j
   LEFT JOIN (SELECT job_id, count(*) AS examined,
                     count(*) FILTER (WHERE state = 'moved') AS moved,
@@ -1261,6 +1276,34 @@ BEGIN
         RAISE EXCEPTION 'job % does not exist', id USING ERRCODE = 'undefined_object';
     END IF;
     RETURN false;
+END
+$$;
+
+-- runs a failed or cancelled job again (a job stopped after its worker died
+-- job_max_deaths times waits for this); false when it had not ended so
+CREATE FUNCTION collegedb.retry_job(id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM collegedb.job j WHERE j.id = retry_job.id) THEN
+        RAISE EXCEPTION 'job % does not exist', id USING ERRCODE = 'undefined_object';
+    END IF;
+    IF EXISTS (SELECT 1 FROM collegedb.job j
+                WHERE j.id = retry_job.id AND j.kind = 'move' AND j.raw_key IS NULL
+                  AND j.state IN ('failed', 'cancelled')
+                  AND (SELECT c.hash_mappings FROM collegedb.config c)) THEN
+        RAISE EXCEPTION 'job % cannot run again: with hash_mappings a move keeps only the hashed key once it ended', id
+              USING ERRCODE = 'object_not_in_prerequisite_state',
+                    HINT = 'Call collegedb.reassign_shard() with the key again.';
+    END IF;
+    UPDATE collegedb.job j
+       SET state = 'queued', deaths = 0, cancel_requested = false, last_error = NULL,
+           finished_at = NULL, lease_pid = NULL, lease_backend_start = NULL
+     WHERE j.id = retry_job.id AND j.state IN ('failed', 'cancelled');
+    RETURN FOUND;
 END
 $$;
 
@@ -1985,7 +2028,10 @@ AS $$
         ('admin', 'view', 'prepared_transactions'),
         -- admin: monitoring, each shard's health
         ('admin', 'function', 'shard_health_list'),
-        ('admin', 'view', 'shard_health')
+        ('admin', 'view', 'shard_health'),
+        -- admin: jobs that failed, and why none runs
+        ('admin', 'function', 'retry_job'),
+        ('admin', 'function', 'coordinator_status')
       ) AS s(kind, object_type, name)
      WHERE s.kind = privilege_set.kind
 $$;

@@ -30,6 +30,7 @@ bool		CollegeFanoutPartial = false;
 int			CollegeFanoutTimeout = 10000;
 int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
+int			CollegeJobMaxDeaths = 3;
 int			CollegeMoveMaxAttempts = 8;
 bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
@@ -148,6 +149,15 @@ GucInit(void)
 							10000, 0, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.job_max_deaths",
+							"Sets how many times a job's worker may die before the job stays failed.",
+							"A worker killed or crashed while it ran the job is a death; collegedb.retry_job() runs a failed job again.",
+							&CollegeJobMaxDeaths,
+							3, 1, 1000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	/* a server-start setting can only be defined while preloading */

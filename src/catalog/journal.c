@@ -30,44 +30,17 @@
 
 #include "catalog/catalog.h"
 #include "catalog/journal.h"
+#include "catalog/journal_sql.h"
 #include "cd_errcodes.h"
 #include "collegedb.h"
-
-/*
- * Whether the holder of move row "m" is alive: its process, started when
- * it took the move, is still there.
- */
-#define HOLDER_ALIVE \
-	"EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = m.lease_pid " \
-	"AND (m.lease_backend_start IS NULL OR a.backend_start = m.lease_backend_start))"
 
 /* the delay before retry number attempts + 1 */
 #define RETRY_DELAY CATALOG_RETRY_DELAY("m.attempts")
 
-/*
- * REDACT_KEY is SQL that writes, in an error text bound for a journal
- * table, the quoted key as its stored form (with hash_mappings the key
- * itself is never kept); raw and stored are column expressions.
- */
-#define REDACT_KEY(msg, raw, stored) \
-	"CASE WHEN " raw " IS NULL OR " raw " = " stored " THEN " msg \
-	" ELSE replace(" msg ", '\"' || " raw " || '\"', '\"' || " stored " || '\"') END"
-
-static Datum
-text_or_null(const char *s, char *null)
-{
-	*null = s ? ' ' : 'n';
-	return s ? CStringGetTextDatum(s) : (Datum) 0;
-}
-
-static Datum
-jsonb_or_null(const char *s, char *null)
-{
-	*null = s ? ' ' : 'n';
-	return s ? DirectFunctionCall1(jsonb_in, CStringGetDatum(s)) : (Datum) 0;
-}
-
 /* Moves */
+
+/* in JournalTakeMove: the holder of move row "m" that it replaces vanished */
+#define DIED "(m.lease_pid IS NOT NULL AND NOT (m.lease_pid = $2 AND m.lease_backend_start = $3))"
 
 /*
  * JournalLoadMove locks a move's row, if this attempt still holds the move
@@ -176,8 +149,8 @@ JournalEndMove(const CdMoveRow *m, bool failed, const char *error, const char *r
 int64
 JournalTakeMove(int64 move_id)
 {
-	Oid			types[4] = {INT8OID, INT4OID, TIMESTAMPTZOID, INT4OID};
-	Datum		values[4];
+	Oid			types[5] = {INT8OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID};
+	Datum		values[5];
 	CdCatalogRows rows;
 	bool		isnull;
 
@@ -185,14 +158,27 @@ JournalTakeMove(int64 move_id)
 	values[1] = Int32GetDatum(MyProcPid);
 	values[2] = TimestampTzGetDatum(MyStartTimestamp);
 	values[3] = Int32GetDatum(CollegeMoveLease);
+	values[4] = Int32GetDatum(CollegeMoveMaxAttempts);
+	/*
+	 * A holder that is gone but never let the move go was killed or
+	 * crashed: that is a failed attempt (with its delay before the next
+	 * one, and giving up before the source step as any failure does), so a
+	 * move that kills its worker cannot crash-loop the server.
+	 */
 	if (CatalogExec("UPDATE collegedb.move m SET generation = m.generation + 1, lease_pid = $2, "
 					"lease_backend_start = $3, lease_until = now() + $4 * interval '1 second', "
-					"updated_at = now() "
+					"updated_at = now(), "
+					"attempts = m.attempts + CASE WHEN " DIED " THEN 1 ELSE 0 END, "
+					"error = CASE WHEN " DIED " THEN format('its worker (process %s) died while it held the move', "
+					"m.lease_pid) ELSE m.error END, "
+					"next_attempt_at = CASE WHEN " DIED " THEN now() + " RETRY_DELAY " ELSE m.next_attempt_at END, "
+					"abandoned = m.abandoned OR (" DIED " AND m.attempts + 1 >= $5 "
+					"AND m.step IN ('journaled', 'copied')) "
 					"WHERE m.id = (SELECT id FROM collegedb.move WHERE id = $1 "
 					"              AND step NOT IN ('done', 'failed') FOR UPDATE SKIP LOCKED) "
 					"AND (m.lease_pid IS NULL OR (m.lease_pid = $2 AND m.lease_backend_start = $3) "
 					"     OR NOT " HOLDER_ALIVE ") "
-					"RETURNING m.generation", 4, types, values, NULL, false, &rows) != 1)
+					"RETURNING m.generation", 5, types, values, NULL, false, &rows) != 1)
 		return 0;
 	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
 }
@@ -518,378 +504,4 @@ JournalLastMoveOfJob(int64 job_id, int64 *move_id, char **step, int *attempts,
 	*attempts = DatumGetInt32(CatalogValue(&rows, 0, 3, &isnull));
 	*abandoned = DatumGetBool(CatalogValue(&rows, 0, 4, &isnull));
 	return true;
-}
-
-/* Jobs */
-
-/*
- * JournalInsertJob records a job and returns its id: queued for the
- * coordinator, or, with 'running', already run by this process.  NULL
- * strings and a 'concurrency' of 0 leave their column unset; 'key' is the
- * key itself, kept beside its stored form while the job runs.
- */
-int64
-JournalInsertJob(const char *kind, const char *table_name, const char *stored,
-				 const char *key, const char *target, bool force, int concurrency,
-				 Oid owner, bool running)
-{
-	Oid			types[10] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4OID, OIDOID,
-	TEXTOID, TIMESTAMPTZOID, BOOLOID};
-	Datum		values[10];
-	char		nulls[11] = "          ";
-	CdCatalogRows rows;
-	bool		isnull;
-
-	values[0] = CStringGetTextDatum(kind);
-	values[1] = text_or_null(table_name, &nulls[1]);
-	values[2] = text_or_null(stored, &nulls[2]);
-	values[3] = text_or_null(target, &nulls[3]);
-	values[4] = BoolGetDatum(force);
-	values[5] = Int32GetDatum(concurrency);
-	nulls[5] = concurrency > 0 ? ' ' : 'n';
-	values[6] = ObjectIdGetDatum(owner);
-	values[7] = text_or_null(key, &nulls[7]);
-	values[8] = TimestampTzGetDatum(MyStartTimestamp);
-	values[9] = BoolGetDatum(running);
-	(void) CatalogExec("INSERT INTO collegedb.job (kind, table_name, key, target, force, concurrency, owner, "
-					   "raw_key, state, lease_pid, lease_backend_start) "
-					   "SELECT $1, $2, $3, $4, $5, $6, $7, $8, "
-					   "CASE WHEN $10 THEN 'running' ELSE 'queued' END, "
-					   "CASE WHEN $10 THEN pg_backend_pid() END, CASE WHEN $10 THEN $9 END "
-					   "RETURNING id", 10, types, values, nulls, false, &rows);
-	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
-}
-
-/*
- * JournalStartJob marks a queued (or interrupted) job as running in this
- * process and reads what it is to do; false when it is neither.
- */
-bool
-JournalStartJob(int64 job_id, CdJobRow *job)
-{
-	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int64GetDatum(job_id), TimestampTzGetDatum(MyStartTimestamp)};
-	CdCatalogRows rows;
-	bool		isnull;
-
-	if (CatalogExec("UPDATE collegedb.job SET state = 'running', started_at = coalesce(started_at, now()), "
-					"lease_pid = pg_backend_pid(), lease_backend_start = $2 "
-					"WHERE id = $1 AND state IN ('queued', 'running') "
-					"RETURNING kind, table_name, coalesce(raw_key, key), target, force, "
-					"coalesce(concurrency, (SELECT migration_concurrency FROM collegedb.config)), slot",
-					2, types, values, NULL, false, &rows) == 0)
-		return false;
-	job->kind = CatalogText(&rows, 0, 1);
-	job->table_name = CatalogText(&rows, 0, 2);
-	job->key = CatalogText(&rows, 0, 3);
-	job->target = CatalogText(&rows, 0, 4);
-	job->force = DatumGetBool(CatalogValue(&rows, 0, 5, &isnull));
-	job->concurrency = DatumGetInt32(CatalogValue(&rows, 0, 6, &isnull));
-	job->slot = DatumGetInt32(CatalogValue(&rows, 0, 7, &isnull));
-	if (isnull)
-		job->slot = -1;
-	return true;
-}
-
-/*
- * JournalFinishJob records a job's end: 'state' ("done": "cancelled" when
- * a cancel was asked for), its result (JSON, NULL: unchanged) and error.
- */
-void
-JournalFinishJob(int64 job_id, const char *state, const char *result, const char *error)
-{
-	Oid			types[4] = {INT8OID, TEXTOID, JSONBOID, TEXTOID};
-	Datum		values[4];
-	char		nulls[5] = "    ";
-
-	values[0] = Int64GetDatum(job_id);
-	values[1] = CStringGetTextDatum(state);
-	values[2] = jsonb_or_null(result, &nulls[2]);
-	values[3] = text_or_null(error, &nulls[3]);
-	(void) CatalogExec("UPDATE collegedb.job SET state = CASE WHEN cancel_requested AND $2 = 'done' "
-					   "THEN 'cancelled' ELSE $2 END, result = coalesce($3, result), "
-					   "last_error = " REDACT_KEY("$4", "raw_key", "key") ", "
-					   "raw_key = NULL, finished_at = now() WHERE id = $1",
-					   4, types, values, nulls, false, NULL);
-}
-
-/*
- * JournalSetJobSlot records the slot a move_slot job moves.
- */
-void
-JournalSetJobSlot(int64 job_id, int32 slot)
-{
-	Oid			types[2] = {INT8OID, INT4OID};
-	Datum		values[2] = {Int64GetDatum(job_id), Int32GetDatum(slot)};
-
-	(void) CatalogExec("UPDATE collegedb.job SET slot = $2 WHERE id = $1",
-					   2, types, values, NULL, false, NULL);
-}
-
-/*
- * JournalJobKeysLeft counts the keys of a job that are not moved, and
- * returns the error of one that failed (NULL when none did).
- */
-int64
-JournalJobKeysLeft(int64 job_id, char **error)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	CdCatalogRows rows;
-	bool		isnull;
-
-	(void) CatalogExec("SELECT count(*) FILTER (WHERE state <> 'moved'), "
-					   "(SELECT error FROM collegedb.job_key WHERE job_id = $1 AND state = 'failed' "
-					   "ORDER BY key LIMIT 1) FROM collegedb.job_key WHERE job_id = $1",
-					   1, types, values, NULL, false, &rows);
-	*error = CatalogText(&rows, 0, 2);
-	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
-}
-
-/*
- * JournalSetJobResult records a job's result so far (JSON).
- */
-void
-JournalSetJobResult(int64 job_id, const char *result)
-{
-	Oid			types[2] = {INT8OID, JSONBOID};
-	Datum		values[2];
-	char		null;
-
-	values[0] = Int64GetDatum(job_id);
-	values[1] = jsonb_or_null(result, &null);
-	(void) CatalogExec("UPDATE collegedb.job SET result = $2 WHERE id = $1",
-					   2, types, values, NULL, false, NULL);
-}
-
-/*
- * JournalRequeueOrphanJobs queues again every running job whose worker is
- * gone (its agreed keys are skipped when it runs again).
- */
-void
-JournalRequeueOrphanJobs(void)
-{
-	(void) CatalogExec("UPDATE collegedb.job j SET state = 'queued' WHERE state = 'running' AND "
-					   "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = j.lease_pid "
-					   "AND (j.lease_backend_start IS NULL OR a.backend_start = j.lease_backend_start))",
-					   0, NULL, NULL, NULL, false, NULL);
-}
-
-/*
- * JournalNextQueuedJob finds the oldest queued job and its owner: false
- * when there is none.
- */
-bool
-JournalNextQueuedJob(int64 *job_id, Oid *owner)
-{
-	CdCatalogRows rows;
-	bool		isnull;
-
-	if (CatalogExec("SELECT id, owner FROM collegedb.job WHERE state = 'queued' "
-					"ORDER BY id LIMIT 1", 0, NULL, NULL, NULL, false, &rows) == 0)
-		return false;
-	*job_id = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
-	*owner = DatumGetObjectId(CatalogValue(&rows, 0, 2, &isnull));
-	return true;
-}
-
-/*
- * JournalJobGoesOn says whether a job exists and no cancel was asked for.
- */
-bool
-JournalJobGoesOn(int64 job_id)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-
-	return CatalogExec("SELECT 1 FROM collegedb.job WHERE id = $1 AND NOT cancel_requested",
-					   1, types, values, NULL, false, NULL) > 0;
-}
-
-/*
- * JournalJobOutcome reads how a job ended: state, result, last error;
- * false when there is no such job.
- */
-bool
-JournalJobOutcome(int64 job_id, char **state, Jsonb **result, char **error)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	CdCatalogRows rows;
-	bool		isnull;
-	Datum		r;
-
-	if (CatalogExec("SELECT state, result, last_error FROM collegedb.job WHERE id = $1",
-					1, types, values, NULL, false, &rows) != 1)
-		return false;
-	*state = CatalogText(&rows, 0, 1);
-	r = CatalogValue(&rows, 0, 2, &isnull);
-	*result = isnull ? NULL : DatumGetJsonbPCopy(r);
-	*error = CatalogText(&rows, 0, 3);
-	return true;
-}
-
-/*
- * JournalJobView reads a job's row of the view collegedb.jobs into 'rows';
- * false when there is no such job.  It takes a new snapshot, so that a
- * waiter sees the job's progress.
- */
-bool
-JournalJobView(int64 job_id, CdCatalogRows *rows)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-
-	return CatalogExec("SELECT * FROM collegedb.jobs WHERE id = $1",
-					   1, types, values, NULL, false, rows) > 0;
-}
-
-/*
- * JournalJobProgress reads a running rebalance's or slot move's progress
- * from collegedb.jobs (with a new snapshot): keys done and planned, keys
- * per second and seconds left (both < 0 when not known yet); false when
- * the job is not running or has no keys planned yet.
- */
-bool
-JournalJobProgress(int64 job_id, int64 *done, int64 *planned, double *rate, double *left)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	CdCatalogRows rows;
-	bool		isnull;
-	Datum		d;
-
-	if (CatalogExec("SELECT keys_done, keys_planned, keys_per_second::float8, "
-					"extract(epoch FROM time_left)::float8 FROM collegedb.jobs "
-					"WHERE id = $1 AND state = 'running' AND keys_planned > 0",
-					1, types, values, NULL, false, &rows) == 0)
-		return false;
-	*done = DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
-	*planned = DatumGetInt64(CatalogValue(&rows, 0, 2, &isnull));
-	d = CatalogValue(&rows, 0, 3, &isnull);
-	*rate = isnull ? -1 : DatumGetFloat8(d);
-	d = CatalogValue(&rows, 0, 4, &isnull);
-	*left = isnull ? -1 : DatumGetFloat8(d);
-	return true;
-}
-
-/*
- * JournalRebalanceResult reads a rebalance job's counts and its failed keys
- * (examined, agreed, moved bigint, failed jsonb) into 'rows'.
- */
-void
-JournalRebalanceResult(int64 job_id, CdCatalogRows *rows)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-
-	if (CatalogExec("SELECT j.examined, j.agreed, j.moved, "
-					"coalesce((SELECT jsonb_agg(jsonb_build_object('key', key, 'error', error) "
-					"ORDER BY key) FROM collegedb.job_key WHERE job_id = $1 AND state = 'failed'), "
-					"'[]') FROM collegedb.jobs j WHERE j.id = $1",
-					1, types, values, NULL, false, rows) != 1)
-		elog(ERROR, "could not read job " INT64_FORMAT, job_id);
-}
-
-/* The keys of jobs */
-
-/*
- * JournalPlanJobKeys records the keys a (re)run of a rebalance moves, a
- * List of CdJobKeyRow, and returns how many keys the job has in all.  The
- * keys its last run had not finished (pending, or claimed by a mover that
- * died) follow the new plan, and a key the new plan moves again is pending
- * again.
- */
-int64
-JournalPlanJobKeys(int64 job_id, List *keys)
-{
-	Oid			types[5] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[5];
-	CdCatalogRows rows;
-	bool		isnull;
-	ListCell   *lc;
-
-	values[0] = Int64GetDatum(job_id);
-	(void) CatalogExec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
-					   1, types, values, NULL, false, NULL);
-	foreach(lc, keys)
-	{
-		CdJobKeyRow *k = lfirst(lc);
-
-		values[1] = CStringGetTextDatum(k->stored);
-		values[2] = CStringGetTextDatum(k->source);
-		values[3] = CStringGetTextDatum(k->target);
-		values[4] = CStringGetTextDatum(k->key);
-		(void) CatalogExec("INSERT INTO collegedb.job_key (job_id, key, source, target, raw_key) "
-						   "VALUES ($1, $2, $3, $4, $5) "
-						   "ON CONFLICT (job_id, key) DO UPDATE SET source = EXCLUDED.source, "
-						   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key, "
-						   "planned_at = now(), settled_at = NULL",
-						   5, types, values, NULL, false, NULL);
-	}
-	(void) CatalogExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1",
-					   1, types, values, NULL, false, &rows);
-	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));
-}
-
-/*
- * JournalClaimJobKey claims a job's next pending key (FOR UPDATE SKIP
- * LOCKED: one mover per key) and reads it: false when none is left.
- */
-bool
-JournalClaimJobKey(int64 job_id, CdJobKeyRow *k)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	CdCatalogRows rows;
-
-	if (CatalogExec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
-					"(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
-					"ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) "
-					"RETURNING coalesce(raw_key, key), source, target, key",
-					1, types, values, NULL, false, &rows) == 0)
-		return false;
-	k->key = CatalogText(&rows, 0, 1);
-	k->source = CatalogText(&rows, 0, 2);
-	k->target = CatalogText(&rows, 0, 3);
-	k->stored = CatalogText(&rows, 0, 4);
-	return true;
-}
-
-/*
- * JournalSettleJobKey records how a job's key (its stored form) ended:
- * moved, or failed with 'error' (NULL: the error of move 'move_id'), also
- * when that was decided after the job had recorded an earlier try; a key
- * that moved stays moved.
- */
-void
-JournalSettleJobKey(int64 job_id, const char *stored, bool moved, const char *error,
-					int64 move_id)
-{
-	Oid			types[3] = {INT8OID, TEXTOID, INT8OID};
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(job_id);
-	values[1] = CStringGetTextDatum(stored);
-	values[2] = Int64GetDatum(move_id);
-	if (moved)
-		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL, "
-						   "settled_at = clock_timestamp() "
-						   "WHERE job_id = $1 AND key = $2", 2, types, values, NULL, false, NULL);
-	else if (error == NULL)
-		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
-						   "settled_at = clock_timestamp(), "
-						   "error = (SELECT error FROM collegedb.move WHERE id = $3) "
-						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
-						   3, types, values, NULL, false, NULL);
-	else
-	{
-		types[2] = TEXTOID;
-		values[2] = CStringGetTextDatum(error);
-		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'failed', raw_key = NULL, "
-						   "settled_at = clock_timestamp(), "
-						   "error = " REDACT_KEY("$3", "raw_key", "key") " "
-						   "WHERE job_id = $1 AND key = $2 AND state <> 'moved'",
-						   3, types, values, NULL, false, NULL);
-	}
 }

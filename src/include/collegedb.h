@@ -40,6 +40,7 @@ extern bool CollegeFanoutPartial;
 extern int	CollegeFanoutTimeout;
 extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;
+extern int	CollegeJobMaxDeaths;
 extern int	CollegeMoveMaxAttempts;
 extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;

@@ -226,7 +226,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (dry_run)
 	{
-		JobPlan    *plan = RebalancePlan(table_name);
+		JobPlan    *plan = RebalancePlan(table_name, 0);
 
 		values[0] = Int64GetDatum(plan->examined);
 		values[1] = Int64GetDatum(plan->agreed);
@@ -241,7 +241,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 		bool		isnull;
 
 		/* the plan's checks, here, so that errors come with their own codes */
-		(void) RebalancePlan(table_name);
+		(void) RebalancePlan(table_name, 0);
 		id = JobLaunchAndWait('r', table_name, NULL, NULL, false,
 							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), -1);
 		ensure_job_succeeded(id, 'r', true, &result);
@@ -343,7 +343,7 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 	CatalogEnsureWritable("schedule a rebalance");
 	ensure_coordinator("collegedb.schedule_rebalance()", "collegedb.rebalance()");
 	ensure_concurrency(fcinfo, 1);
-	(void) RebalancePlan(table_name);
+	(void) RebalancePlan(table_name, 0);
 	PG_RETURN_INT64(JournalInsertJob("rebalance", table_name, NULL, NULL, NULL, false,
 									 PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1),
 									 GetUserId(), false));
@@ -409,6 +409,19 @@ collegedb_wait_for_job(PG_FUNCTION_ARGS)
 		ended = strcmp(state, "queued") != 0 && strcmp(state, "running") != 0;
 		if (ended)
 			break;
+		if (strcmp(state, "queued") == 0)
+		{
+			bool		no_slot;
+			char	   *problem = LauncherCoordinatorProblem(&no_slot);
+
+			/* a job that no worker can run fails the wait at once */
+			if (no_slot)
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+						 errmsg("job " INT64_FORMAT " is queued, and no coordinator can run it", id),
+						 errdetail("%s.", problem),
+						 errhint("Raise max_worker_processes (or run fewer databases with collegedb), then restart the server.")));
+		}
 		if (deadline && GetCurrentTimestamp() >= deadline)
 		{
 			bool		queued = strcmp(state, "queued") == 0;

@@ -20,12 +20,14 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
+#include "storage/pmsignal.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -108,12 +110,17 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 	return PlacementPick(config->write_strategy, shards, n, &ctx);
 }
 
+/* how many keys a rebalance plans between two looks for a cancel */
+#define PLAN_CANCEL_EVERY 2000
+
 /*
  * RebalancePlan examines a registered table's keys on every readable shard
- * and returns which of them must move where.  Reads only.
+ * and returns which of them must move where.  Reads only.  For a job
+ * ('job_id' > 0) it looks for a cancel every PLAN_CANCEL_EVERY keys and
+ * returns NULL when one was asked for (a plan of many keys takes a while).
  */
 JobPlan *
-RebalancePlan(const char *table_name)
+RebalancePlan(const char *table_name, int64 job_id)
 {
 	JobPlan    *plan = palloc0(sizeof(JobPlan));
 	CdTable    *table = RegisteredTableEnsure(table_name);
@@ -165,6 +172,8 @@ RebalancePlan(const char *table_name)
 
 	for (int i = 0; i < n; i++)
 	{
+		int64		looked = 0;
+
 		foreach(lc, sinks[i].rows)
 		{
 			CdParam    *row = lfirst(lc);
@@ -174,6 +183,12 @@ RebalancePlan(const char *table_name)
 			const CdShard *target;
 			JobKey	   *jk;
 
+			if (++looked % PLAN_CANCEL_EVERY == 0)
+			{
+				CHECK_FOR_INTERRUPTS();
+				if (job_id > 0 && !JournalJobGoesOn(job_id))
+					return NULL;
+			}
 			if (row[0].kind == CD_VALUE_NULL)
 				continue;
 			key = row[0].str;
@@ -215,10 +230,17 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 	JobPlan    *plan;
 	List	   *keys = NIL;
 	int64		earlier;
+	int			nmoves;
 	ListCell   *lc;
 
 	WorkerBegin();
-	plan = RebalancePlan(table_name);
+	plan = RebalancePlan(table_name, job_id);
+	if (plan == NULL || !JournalJobGoesOn(job_id))
+	{
+		/* cancelled while planning: nothing was recorded, nothing moved */
+		WorkerCommit();
+		return;
+	}
 	foreach(lc, plan->moves)
 	{
 		JobKey	   *jk = lfirst(lc);
@@ -231,12 +253,16 @@ run_rebalance(int64 job_id, const char *table_name, int concurrency)
 		keys = lappend(keys, k);
 	}
 	/* keys an earlier run moved are agreed now: count them once */
-	earlier = JournalPlanJobKeys(job_id, keys) - list_length(plan->moves);
+	nmoves = list_length(plan->moves);
+	earlier = JournalPlanJobKeys(job_id, keys) - nmoves;
 	JournalSetJobResult(job_id, psprintf("{\"agreed\": " INT64_FORMAT "}",
 										 Max(plan->agreed - earlier, 0)));
+	/* the plan lives in the transaction's memory: not used past here */
+	plan = NULL;
+	keys = NIL;
 	WorkerCommit();
 
-	JobMoveKeys(job_id, concurrency, list_length(plan->moves));
+	JobMoveKeys(job_id, concurrency, nmoves);
 }
 
 /*
@@ -310,6 +336,30 @@ run_move(int64 job_id, const char *key, const char *target_name, bool force)
 	return result;
 }
 
+/* the job this process runs now, 0: none */
+static int64 running_job = 0;
+
+/*
+ * requeue_on_exit queues the job this process runs again when the process
+ * exits before the job ended: a SIGTERM or a server shutdown is no death
+ * of the job (JournalRequeueOrphanJobs counts only a worker that vanished
+ * without this, killed or crashed).  It runs while the process still has
+ * its database connection; an error here is only a death counted.
+ */
+static void
+requeue_on_exit(int code, Datum arg)
+{
+	int64		job_id = running_job;
+
+	running_job = 0;
+	if (job_id == 0 || !PostmasterIsAlive())
+		return;
+	AbortOutOfAnyTransaction();
+	WorkerBegin();
+	JournalRequeueJob(job_id);
+	WorkerCommit();
+}
+
 /*
  * JobRun runs a job to its end and records how it ended.  Must be called
  * outside a transaction, as the job's owner.
@@ -317,6 +367,7 @@ run_move(int64 job_id, const char *key, const char *target_name, bool force)
 void
 JobRun(int64 job_id)
 {
+	static bool hooked = false;
 	MemoryContext context = CurrentMemoryContext;
 	CdJobRow	job;
 	bool		started;
@@ -328,6 +379,10 @@ JobRun(int64 job_id)
 	MemoryContextSwitchTo(context);
 	if (!started)
 		return;
+	if (!hooked)
+		before_shmem_exit(requeue_on_exit, (Datum) 0);
+	hooked = true;
+	running_job = job_id;
 
 	PG_TRY();
 	{
@@ -352,6 +407,7 @@ JobRun(int64 job_id)
 		WorkerCommit();
 	}
 	PG_END_TRY();
+	running_job = 0;
 }
 
 /*

@@ -30,7 +30,7 @@ typedef struct JobKey
 	const CdShard *target;
 } JobKey;
 
-extern JobPlan *RebalancePlan(const char *table_name);
+extern JobPlan *RebalancePlan(const char *table_name, int64 job_id);
 extern void MoveEndpoints(const char *key, const char *target_name, bool force,
 						  const CdShard **source, const CdShard **target);
 extern void JobRun(int64 job_id);

@@ -70,6 +70,7 @@
 #include "worker/unit.h"
 
 PG_FUNCTION_INFO_V1(collegedb_wake_launcher);
+PG_FUNCTION_INFO_V1(collegedb_coordinator_status);
 
 /* how many databases the launcher can keep a coordinator for */
 #define LAUNCHER_SLOTS 64
@@ -101,6 +102,7 @@ typedef struct CoordinatorSlot
 	bool		rewake;			/* woken while it ran: start again at once */
 	bool		seen;			/* in the launcher's last list of databases */
 	int			failures;		/* deaths in a row */
+	bool		no_worker;		/* its last start found no free worker slot */
 	TimestampTz retry_at;
 	pid_t		held_by;		/* a backend that needs the database alone */
 } CoordinatorSlot;
@@ -111,6 +113,7 @@ typedef struct LauncherShared
 	pid_t		launcher_pid;
 	Latch	   *latch;
 	bool		rescan;			/* list the databases again now */
+	bool		full;			/* a database found no room in the table */
 	CoordinatorSlot slots[LAUNCHER_SLOTS];
 } LauncherShared;
 
@@ -333,6 +336,56 @@ LauncherCoordinatorRuns(void)
 	running = slot != NULL && slot->state == SLOT_RUNNING && process_alive(slot->pid);
 	LWLockRelease(launcher->lock);
 	return running;
+}
+
+/*
+ * LauncherCoordinatorProblem says, in a sentence (palloc'd), why no
+ * coordinator can run the current database's jobs, naming the setting to
+ * change; NULL when one runs, or may be starting.  *no_slot (when given)
+ * says whether the server lacks a worker slot or the launcher a place.
+ */
+char *
+LauncherCoordinatorProblem(bool *no_slot)
+{
+	CoordinatorSlot *slot;
+	bool		no_worker;
+	bool		full;
+
+	if (no_slot)
+		*no_slot = false;
+	if (!ShmemIsPreloaded() || launcher == NULL)
+		return pstrdup("collegedb is not in shared_preload_libraries, so no coordinator runs queued jobs");
+	if (!LauncherServesDatabase())
+		return psprintf("collegedb.database is \"%s\", so no coordinator runs queued jobs in this database",
+						CollegeWorkerDatabase);
+	LWLockAcquire(launcher->lock, LW_SHARED);
+	slot = find_slot(MyDatabaseId);
+	no_worker = slot != NULL && slot->no_worker && !process_alive(slot->pid);
+	full = slot == NULL && launcher->full;
+	LWLockRelease(launcher->lock);
+	if (no_slot)
+		*no_slot = no_worker || full;
+	if (no_worker)
+		return psprintf("no background worker slot is free for this database's coordinator, so no job runs here: "
+						"raise max_worker_processes (now %d)", max_worker_processes);
+	if (full)
+		return psprintf("the launcher keeps coordinators for at most %d databases, and this one has none",
+						LAUNCHER_SLOTS);
+	return NULL;
+}
+
+/*
+ * collegedb_coordinator_status is LauncherCoordinatorProblem for SQL (the
+ * detail column of collegedb.jobs).
+ */
+Datum
+collegedb_coordinator_status(PG_FUNCTION_ARGS)
+{
+	char	   *problem = LauncherCoordinatorProblem(NULL);
+
+	if (problem == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(problem));
 }
 
 /* ---------------------------------------------------------------------
@@ -644,6 +697,7 @@ sync_slots(List *databases, BackgroundWorkerHandle **handles)
 	ListCell   *lc;
 
 	LWLockAcquire(launcher->lock, LW_EXCLUSIVE);
+	launcher->full = false;
 	for (int i = 0; i < LAUNCHER_SLOTS; i++)
 		launcher->slots[i].seen = false;
 	foreach(lc, databases)
@@ -663,6 +717,7 @@ sync_slots(List *databases, BackgroundWorkerHandle **handles)
 							 errdetail("The launcher keeps coordinators for at most %d databases.",
 									   LAUNCHER_SLOTS)));
 				warned_full = true;
+				launcher->full = true;
 				continue;
 			}
 			memset(slot, 0, sizeof(*slot));
@@ -796,6 +851,7 @@ tend_slots(BackgroundWorkerHandle **handles)
 				slot->state = SLOT_RUNNING;
 				slot->no_extension = false;
 				slot->rewake = false;
+				slot->no_worker = false;
 				LWLockRelease(launcher->lock);
 				handles[i] = handle;
 				warned_no_worker = false;
@@ -808,7 +864,10 @@ tend_slots(BackgroundWorkerHandle **handles)
 									NameStr(slot->name)),
 							 errhint("Raise max_worker_processes.")));
 				warned_no_worker = true;
+				LWLockAcquire(launcher->lock, LW_EXCLUSIVE);
+				slot->no_worker = true;
 				slot->retry_at = TimestampTzPlusMilliseconds(now, 5000);
+				LWLockRelease(launcher->lock);
 			}
 		}
 	}

@@ -66,6 +66,7 @@ move_one(int64 job_id, const char *key, const char *source, const char *target)
 		int64		generation = 0;
 		int64		busy = 0;
 		bool		adopted;
+		bool		goes_on;
 
 		WorkerBegin();
 		move_id = MoveStart(job_id, key, source, target, &generation, &adopted,
@@ -82,6 +83,14 @@ move_one(int64 job_id, const char *key, const char *source, const char *target)
 		source = current_source(key, context);
 		if (strcmp(source, target) == 0)
 			return;
+		/* a cancelled job starts no other move of the key */
+		WorkerBegin();
+		goes_on = JournalJobGoesOn(job_id);
+		WorkerCommit();
+		if (!goes_on)
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("the job was cancelled before the key reached shard \"%s\"", target)));
 		if (round >= MOVE_ONE_ROUNDS)
 			ereport(ERROR,
 					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
@@ -97,6 +106,7 @@ move_one(int64 job_id, const char *key, const char *source, const char *target)
 static void
 claim_and_move(int64 job_id)
 {
+	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
 												  "collegedb mover",
 												  ALLOCSET_DEFAULT_SIZES);
@@ -107,6 +117,8 @@ claim_and_move(int64 job_id)
 		bool		claimed;
 		MemoryContext old;
 
+		/* each key's work, its errors included, lives until the next key */
+		MemoryContextSwitchTo(context);
 		MemoryContextReset(context);
 		WorkerBegin();
 		old = MemoryContextSwitchTo(context);
@@ -133,6 +145,8 @@ claim_and_move(int64 job_id)
 		}
 		PG_END_TRY();
 	}
+	/* a unit's end may have left the mover context current */
+	MemoryContextSwitchTo(caller);
 	MemoryContextDelete(context);
 }
 

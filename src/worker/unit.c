@@ -20,9 +20,18 @@
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "worker/unit.h"
+
+/*
+ * The memory context that was current when the unit began: committing or
+ * aborting a transaction leaves TopMemoryContext current, and a worker
+ * loop that went on there would leak into it (or keep pointers into the
+ * transaction's memory without noticing); the unit's end switches back.
+ */
+static MemoryContext unit_caller_context = NULL;
 
 /*
  * WorkerBegin starts a transaction for one unit of a worker's work, with a
@@ -36,6 +45,7 @@ WorkerBegin(void)
 {
 	Oid			extension;
 
+	unit_caller_context = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	extension = get_extension_oid("collegedb", true);
@@ -45,13 +55,19 @@ WorkerBegin(void)
 }
 
 /*
- * WorkerCommit commits it; the shards' remote transactions commit first.
+ * WorkerCommit commits it (the shards' remote transactions commit first)
+ * and makes the context current that was when it began: whatever the unit
+ * allocated in the transaction's memory is gone, so a caller must copy
+ * what it keeps (or read counts) before this.
  */
 void
 WorkerCommit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (unit_caller_context != NULL)
+		MemoryContextSwitchTo(unit_caller_context);
+	unit_caller_context = NULL;
 }
 
 /*
@@ -68,6 +84,9 @@ WorkerCatchError(MemoryContext context)
 	edata = CopyErrorData();
 	FlushErrorState();
 	AbortCurrentTransaction();
+	/* the abort leaves TopMemoryContext current */
+	MemoryContextSwitchTo(context);
+	unit_caller_context = NULL;
 	return edata;
 }
 
