@@ -458,6 +458,10 @@ typedef enum CdTypeFamily
  *			 instead of coming back: %1$s is the value (it may appear more
  *			 than once).  With it int2/int4 +, -, * of operands of at most 32
  *			 bits is exact (their 64-bit result cannot overflow).
+ * int8_checked: (optional) how an int8 result of +, - or * is written so
+ *			 that an overflow raises the dialect's numeric-overflow error
+ *			 (22003) instead of coming back another way (SQLite's floats):
+ *			 %1$s is the value (it may appear more than once).
  * int_widening: families an implicit cast from an integer may be dropped
  *			 for, because the dialect compares the integer with a value of
  *			 the family exactly.
@@ -480,6 +484,7 @@ typedef struct CdExprRules
 	uint32		compare;
 	uint32		arith;
 	const char *int_checked;
+	const char *int8_checked;
 	uint32		int_widening;
 	bool		store_checked;
 	const char *text_equal;

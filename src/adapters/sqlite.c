@@ -502,6 +502,8 @@ static const CdMarkerSql sqlite_marker = {
  * text by its column's collation: integer and float comparisons are
  * exact, int2/int4 arithmetic is exact once its result is range-checked
  * (abs() of the smallest integer is SQLite's "integer overflow" error),
+ * and so is int8 arithmetic once its result is checked to be an integer
+ * still (an overflowing one is a float),
  * text compares byte for byte under COLLATE BINARY.  Its LIKE folds ASCII
  * case: never sent.
  */
@@ -511,6 +513,8 @@ static const CdExprRules sqlite_expr_rules = {
 	CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
 	.int_checked = "(CASE WHEN %1$s BETWEEN %2$s AND %3$s THEN %1$s "
 	"ELSE abs(-9223372036854775808 + 0 * %1$s) END)",
+	.int8_checked = "(CASE WHEN typeof(%1$s) = 'integer' THEN %1$s "
+	"ELSE abs(-9223372036854775808 + 0 * length(%1$s)) END)",
 	.int_widening = CD_FAMILY_BIT(CD_FAMILY_INT8) | CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
 	.text_equal = "%1$s = %2$s COLLATE BINARY",
 	.text_compare = "%1$s %3$s %2$s COLLATE BINARY",

@@ -184,7 +184,7 @@ ship_operator(Oid opno, List *args, Oid collid, ShipContext *cx, StringInfo out)
 				resf;
 	bool		collatable;
 	bool		ok = false;
-	bool		checked = false;
+	const char *checked = NULL;
 	StringInfoData l,
 				r;
 
@@ -224,7 +224,16 @@ ship_operator(Oid opno, List *args, Oid collid, ShipContext *cx, StringInfo out)
 				is_leaf(linitial(args)) && is_leaf(lsecond(args)))
 				ok = true;		/* the column's range check is PostgreSQL's */
 			else if (cx->rules->int_checked)
-				ok = checked = true;
+			{
+				ok = true;
+				checked = cx->rules->int_checked;
+			}
+		}
+		else if (resf == CD_FAMILY_INT8 && family_is_integer(lf) && family_is_integer(rf) &&
+				 cx->rules->int8_checked)
+		{
+			ok = true;
+			checked = cx->rules->int8_checked;
 		}
 	}
 	if (!ok || !ship_operands(args, cx, &l, &r))
@@ -238,7 +247,7 @@ ship_operator(Oid opno, List *args, Oid collid, ShipContext *cx, StringInfo out)
 		if (strlen(value) > SHIP_MAX_CHECKED)
 			return false;
 
-		appendStringInfo(out, cx->rules->int_checked, value,
+		appendStringInfo(out, checked, value,
 						 int2 ? "-32768" : "-2147483648", int2 ? "32767" : "2147483647");
 	}
 	else
