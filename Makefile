@@ -46,6 +46,7 @@ OBJS = \
 	src/remote/group.o \
 	src/remote/tombstones.o \
 	src/remote/twophase.o \
+	src/remote/xact.o \
 	src/remote/recovery.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \

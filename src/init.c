@@ -37,7 +37,7 @@ _PG_init(void)
 	ShmemInit();
 	ActivityInit();
 	ConnectionInit();
-	TwoPhaseInit();
+	XactInit();
 	CatalogInit();
 	CatalogStandbyInit();
 	ShardCatalogInit();

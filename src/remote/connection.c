@@ -20,13 +20,13 @@
  * unix_socket authentication) or with the server's own credentials.
  *
  * A remote transaction is opened lazily by the first statement that needs
- * one (see execute.c); from then on it follows the front: savepoints for
- * subtransactions, COMMIT at pre-commit, ROLLBACK at abort.  A shard whose
- * remote transaction cannot be trusted any more (connection lost, rollback
- * to a savepoint failed) is "doomed": every later use in the same front
- * transaction fails, and so does the commit.
+ * one (see execute.c); from then on it follows the front (xact.c).  A shard
+ * whose remote transaction cannot be trusted any more (connection lost,
+ * rollback to a savepoint failed) is "doomed": every later use in the same
+ * front transaction fails, and so does the commit.
  *
- * This file does not build statements or convert values: execute.c does.
+ * This file does not build statements or convert values (execute.c), nor
+ * end remote transactions (xact.c, twophase.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -50,24 +50,16 @@
 
 static HTAB *connections = NULL;
 
-/* the running front statement is one routed call (RemoteMayCommitAlone) */
-static bool commit_alone = false;
-
-static void connection_subxact_callback(SubXactEvent event,
-										SubTransactionId mySubid,
-										SubTransactionId parentSubid,
-										void *arg);
 static void connection_server_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void connection_mapping_callback(Datum arg, int cacheid, uint32 hashvalue);
 
 /*
- * ConnectionInit registers the subtransaction and invalidation callbacks
- * (the transaction callback is twophase.c's).
+ * ConnectionInit registers the invalidation callbacks (the transaction and
+ * subtransaction callbacks are xact.c's).
  */
 void
 ConnectionInit(void)
 {
-	RegisterSubXactCallback(connection_subxact_callback, NULL);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, connection_server_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, connection_mapping_callback, (Datum) 0);
 }
@@ -330,33 +322,11 @@ ConnectionRunCleanup(CdConnection *conn, const char *sql)
 }
 
 /*
- * ConnectionRollbackTo undoes the shard's work since savepoint s<level>
- * and releases it, leaving the remote transaction one level up; false when
- * that failed (the caller dooms the transaction).
+ * ConnectionGroupRun is ConnectionGroupExec that closes the connections
+ * lost in their command.
  */
-bool
-ConnectionRollbackTo(CdConnection *conn, int level)
-{
-	char		sql[64];
-
-	if (conn->xact_depth < level)
-		return true;
-	snprintf(sql, sizeof(sql), conn->adapter->sql_rollback_to, level);
-	if (!ConnectionRunCleanup(conn, sql))
-		return false;
-	snprintf(sql, sizeof(sql), conn->adapter->sql_release, level);
-	if (!ConnectionRunCleanup(conn, sql))
-		return false;
-	conn->xact_depth = level - 1;
-	return true;
-}
-
-/*
- * group_exec is ConnectionGroupExec that closes the connections lost in
- * their command.
- */
-static void
-group_exec(CdGroupCommand *cmds, int n, int flags)
+void
+ConnectionGroupRun(CdGroupCommand *cmds, int n, int flags)
 {
 	ConnectionGroupExec(cmds, n, flags);
 	for (int i = 0; i < n; i++)
@@ -365,11 +335,11 @@ group_exec(CdGroupCommand *cmds, int n, int flags)
 }
 
 /*
- * list_command fills 'cmd' with one of a dialect's lists of two-phase
+ * ConnectionListCommand fills 'cmd' with one of a dialect's lists of two-phase
  * commands (CdTwoPhaseSql), each with 'gid', for one exec.
  */
-static void
-list_command(CdConnection *conn, const char *const *list, const char *gid,
+void
+ConnectionListCommand(CdConnection *conn, const char *const *list, const char *gid,
 			 CdGroupCommand *cmd)
 {
 	memset(cmd, 0, sizeof(*cmd));
@@ -394,8 +364,8 @@ ConnectionExecList(CdConnection *conn, const char *const *list, const char *gid,
 {
 	CdGroupCommand cmd;
 
-	list_command(conn, list, gid, &cmd);
-	group_exec(&cmd, 1, CD_EXEC_INTERNAL | flags);
+	ConnectionListCommand(conn, list, gid, &cmd);
+	ConnectionGroupRun(&cmd, 1, CD_EXEC_INTERNAL | flags);
 	*err = cmd.err;
 	return cmd.ok;
 }
@@ -413,139 +383,6 @@ ConnectionMarkFinished(CdConnection *conn)
 	conn->prepare_sent = false;
 	conn->prepared = false;
 	conn->gid[0] = '\0';
-}
-
-/*
- * ConnectionCommitTogether commits the remote transactions of 'conns' at
- * front pre-commit, without preparing them: every COMMIT is sent before
- * any is awaited (ConnectionGroupExec), so the shards commit in parallel.
- * A participant that was lost fails before anything is sent; otherwise
- * every answer is collected, and the first failure (in the order of
- * 'conns') aborts the front transaction with the shard's error.
- */
-void
-ConnectionCommitTogether(CdConnection **conns, int n)
-{
-	CdGroupCommand *cmds;
-	int			failed = -1;
-
-	for (int i = 0; i < n; i++)
-		if (conns[i]->doomed || conns[i]->handle == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
-					 errmsg("cannot commit: the transaction on shard \"%s\" was lost",
-							conns[i]->shard),
-					 errdetail("The connection to the shard failed during the transaction.")));
-	if (n == 0)
-		return;
-
-	cmds = palloc0(sizeof(CdGroupCommand) * n);
-	for (int i = 0; i < n; i++)
-	{
-		if (conns[i]->xa)
-			list_command(conns[i], conns[i]->adapter->two_phase_sql->commit_one_phase,
-						 conns[i]->gid, &cmds[i]);
-		else
-		{
-			cmds[i].conn = conns[i];
-			cmds[i].sql = conns[i]->adapter->sql_commit;
-		}
-	}
-	group_exec(cmds, n, CD_EXEC_INTERNAL | CD_EXEC_COMMIT);
-
-	for (int i = 0; i < n; i++)
-	{
-		/* the abort that follows rolls back what a shard still holds open */
-		if (cmds[i].ok || cmds[i].err.connection_lost ||
-			strcmp(cmds[i].err.sqlstate, "40000") == 0)
-			ConnectionMarkFinished(conns[i]);	/* committed, or rolled back */
-		if (!cmds[i].ok && failed < 0)
-			failed = i;
-	}
-	if (failed >= 0)
-		RemoteRaise(CD_REMOTE_COMMIT, conns[failed]->shard, conns[failed]->adapter, NULL,
-					&cmds[failed].err);
-	pfree(cmds);
-}
-
-/*
- * ConnectionCommitOnePhase commits one shard's remote transaction at front
- * pre-commit, without preparing it; failure aborts the front transaction.
- */
-void
-ConnectionCommitOnePhase(CdConnection *conn)
-{
-	ConnectionCommitTogether(&conn, 1);
-}
-
-/*
- * rollback_remote rolls back one shard's part of an aborting front
- * transaction, as a cleanup (see ConnectionRunCleanup): a prepared one
- * (or one whose PREPARE was sent) with the dialect's rollback of a
- * prepared transaction, one begun for two-phase commit with its rollback
- * list, any other with ROLLBACK.  What fails is left to recovery (a
- * prepared transaction whose front transaction aborted is rolled back by
- * the coordinator) or to the shard (a closed connection rolls back).
- */
-static void
-rollback_remote(CdConnection *conn)
-{
-	CdRemoteError err;
-
-	if (conn->prepare_sent)
-	{
-		if (!ConnectionExecList(conn,
-								(const char *const[]) {conn->adapter->two_phase_sql->rollback_prepared, NULL},
-								conn->gid, CD_EXEC_CLEANUP, &err) &&
-			conn->prepared && !err.connection_lost)
-			ereport(WARNING,
-					(errcode(err.sqlstate[0] ? MAKE_SQLSTATE(err.sqlstate[0], err.sqlstate[1], err.sqlstate[2],
-															 err.sqlstate[3], err.sqlstate[4]) : ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not roll back prepared transaction %s on shard \"%s\": %s",
-							conn->gid, conn->shard, err.message ? err.message : "unknown error"),
-					 errhint("The coordinator rolls it back later.")));
-	}
-	else if (conn->xa && conn->xact_depth > 0)
-	{
-		if (!ConnectionExecList(conn, conn->adapter->two_phase_sql->rollback, conn->gid,
-								CD_EXEC_CLEANUP, &err))
-			ConnectionClose(conn);
-	}
-	else if (conn->xact_depth > 0 &&
-			 !ConnectionRunCleanup(conn, conn->adapter->sql_rollback))
-		ConnectionClose(conn);
-}
-
-/*
- * ConnectionCommitNow commits the shard's open remote transaction before
- * the front's; statements after it start a new one.
- */
-void
-ConnectionCommitNow(CdConnection *conn)
-{
-	if (conn->xact_depth > 0 || conn->doomed)
-		ConnectionCommitOnePhase(conn);
-}
-
-/*
- * ConnectionUndoGuard cleans up after a guard found the key moved: a
- * pipelined guard (guard_setup) aborted the remote transaction (or, when it
- * was open before, the guard's savepoint), which is undone here; after a
- * guard query (was_open false) the transaction it opened is rolled back.
- */
-void
-ConnectionUndoGuard(CdConnection *conn, bool was_open)
-{
-	if (was_open)
-	{
-		if (!ConnectionRunCleanup(conn, conn->adapter->guard_rollback_to) ||
-			!ConnectionRunCleanup(conn, conn->adapter->guard_release))
-			conn->doomed = true;
-		return;
-	}
-	if (!ConnectionRunCleanup(conn, conn->adapter->sql_rollback))
-		ConnectionClose(conn);
-	ConnectionMarkFinished(conn);
 }
 
 /*
@@ -574,69 +411,26 @@ ConnectionParticipants(int *n)
 }
 
 /*
- * ConnectionAtEnd ends every shard's part of the ending front transaction.
- * After an abort ('aborted') it rolls each back; a connection in the
- * middle of a statement, or lost, is closed instead (the shard rolls back
- * what was open; a prepared one is rolled back by its gid, or else by
- * recovery).  After a commit it closes the connections whose server or
- * mapping changed.
+ * ConnectionList returns every connection of the cache (open or not), in
+ * a palloc'd array of *n entries, for the callers that end transactions
+ * on them (xact.c): an array, so that they may close connections as they
+ * go.
  */
-void
-ConnectionAtEnd(bool aborted)
+CdConnection **
+ConnectionList(int *n)
 {
 	HASH_SEQ_STATUS scan;
 	CdConnection *conn;
+	CdConnection **all;
 
-	commit_alone = false;
+	*n = 0;
 	if (connections == NULL)
-		return;
+		return NULL;
+	all = palloc(sizeof(CdConnection *) * Max(hash_get_num_entries(connections), 1));
 	hash_seq_init(&scan, connections);
 	while ((conn = hash_seq_search(&scan)) != NULL)
-	{
-		if (aborted && (conn->in_flight || (conn->doomed && !conn->prepared)))
-			ConnectionClose(conn);
-		else if (aborted)
-			rollback_remote(conn);
-		ConnectionMarkFinished(conn);
-		conn->doomed = false;
-		if (!aborted && conn->invalidated)
-			ConnectionClose(conn);
-	}
-}
-
-/*
- * RemoteMayCommitAlone says (true) that the front statement now running is
- * a single routed call and nothing else: its caller has proved that
- * nothing of the front statement runs after the call returns.  Cleared by
- * the caller after the call, and at the end of the transaction.
- */
-void
-RemoteMayCommitAlone(bool on)
-{
-	commit_alone = on;
-}
-
-/*
- * ConnectionCommitAloneOk says whether a write may commit on its shard on
- * its own, in one round trip, before the front commits: the front
- * statement is a single routed call (RemoteMayCommitAlone), outside a
- * transaction block and any subtransaction, the front transaction has
- * written nothing itself and no shard has a remote transaction open.  Then
- * the shard's commit is the statement's only effect, and nothing that
- * could still fail follows it but the front's commit of nothing; the
- * front commits right after this statement even inside a pipeline of the
- * extended protocol (XACT_FLAGS_NEEDIMMEDIATECOMMIT), so no later
- * statement joins its transaction.
- */
-bool
-ConnectionCommitAloneOk(void)
-{
-	if (!commit_alone || IsTransactionBlock() || GetCurrentTransactionNestLevel() != 1 ||
-		FullTransactionIdIsValid(GetTopFullTransactionIdIfAny()) ||
-		ConnectionAnyOpen() != NULL)
-		return false;
-	MyXactFlags |= XACT_FLAGS_NEEDIMMEDIATECOMMIT;
-	return true;
+		all[(*n)++] = conn;
+	return all;
 }
 
 /*
@@ -661,114 +455,6 @@ ConnectionAnyOpen(void)
 		}
 	}
 	return NULL;
-}
-
-/*
- * release_together releases savepoint s<level> on every shard that has
- * it, all RELEASEs sent before any is awaited (ConnectionGroupExec).  A
- * failure dooms the shard's transaction and is raised once every answer
- * is in; the subtransaction then aborts, and since the shards that did
- * release can no longer undo its work, they are doomed too.
- */
-static void
-release_together(int level)
-{
-	HASH_SEQ_STATUS scan;
-	CdConnection *conn;
-	CdGroupCommand *cmds = NULL;
-	int			n = 0;
-	int			failed = -1;
-
-	hash_seq_init(&scan, connections);
-	while ((conn = hash_seq_search(&scan)) != NULL)
-	{
-		if (conn->xact_depth < level)
-			continue;
-		if (conn->doomed || conn->handle == NULL)
-		{
-			conn->xact_depth = level - 1;
-			continue;
-		}
-		/* most subtransactions (a fan-out's in autocommit) have none */
-		if (cmds == NULL)
-			cmds = palloc0(sizeof(CdGroupCommand) * hash_get_num_entries(connections));
-		cmds[n].conn = conn;
-		cmds[n].sql = psprintf(conn->adapter->sql_release, level);
-		n++;
-	}
-	if (n == 0)
-		return;
-	group_exec(cmds, n, CD_EXEC_INTERNAL);
-	for (int i = 0; i < n; i++)
-		if (!cmds[i].ok)
-		{
-			cmds[i].conn->doomed = true;
-			if (failed < 0)
-				failed = i;
-		}
-	for (int i = 0; i < n; i++)
-		if (cmds[i].ok)
-		{
-			cmds[i].conn->xact_depth = level - 1;
-			if (failed >= 0)
-				cmds[i].conn->doomed = true;
-		}
-	if (failed >= 0)
-		RemoteRaise(CD_REMOTE_RELEASE, cmds[failed].conn->shard, cmds[failed].conn->adapter,
-					NULL, &cmds[failed].err);
-	pfree(cmds);
-}
-
-/*
- * connection_subxact_callback releases or rolls back the shards'
- * savepoints with the front's subtransactions.
- */
-static void
-connection_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-							SubTransactionId parentSubid, void *arg)
-{
-	HASH_SEQ_STATUS scan;
-	CdConnection *conn;
-	int			level;
-
-	if (connections == NULL ||
-		(event != SUBXACT_EVENT_PRE_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB))
-		return;
-
-	level = GetCurrentTransactionNestLevel();
-	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-	{
-		release_together(level);
-		return;
-	}
-	hash_seq_init(&scan, connections);
-	while ((conn = hash_seq_search(&scan)) != NULL)
-	{
-		if (conn->in_flight && conn->in_flight_level >= level)
-		{
-			/*
-			 * A statement of this subtransaction abandoned midway (an
-			 * interrupt, a row the front could not take): the shard may
-			 * still be sending.  What it had open before the statement is
-			 * lost with the connection.  Statements an outer level has in
-			 * flight (a fan-out's) are not this subtransaction's.
-			 */
-			if (conn->xact_depth > 0)
-				conn->doomed = true;
-			ConnectionClose(conn);
-			continue;
-		}
-		if (conn->xact_depth < level)
-			continue;
-		if (conn->doomed || conn->handle == NULL)
-		{
-			/* the shard's state inside its transaction is unknown */
-			conn->doomed = true;
-		}
-		else if (!ConnectionRollbackTo(conn, level))
-			conn->doomed = true;
-		conn->xact_depth = level - 1;
-	}
 }
 
 /*

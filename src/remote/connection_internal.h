@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * connection_internal.h
- *	  The connection cache entry, shared by connection.c and execute.c only.
+ *	  The connection cache entry and statement state, shared by the remote
+ *	  layer's files (connection.c, execute.c, xact.c, twophase.c, ...).
  *
  *-------------------------------------------------------------------------
  */
@@ -111,16 +112,24 @@ extern void StatementRaise(CdStatement *st);
 extern void StatementContextPush(CdStatement *st, ErrorContextCallback *callback);
 extern void StatementContextPop(ErrorContextCallback *callback);
 
+/* connection.c */
 extern bool ConnectionIsOpen(const CdShard *shard);
-extern bool ConnectionExecList(CdConnection *conn, const char *const *list,
-							   const char *gid, int flags, CdRemoteError *err);
 extern bool ConnectionRunCleanup(CdConnection *conn, const char *sql);
-extern void ConnectionCommitOnePhase(CdConnection *conn);
 extern void ConnectionMarkFinished(CdConnection *conn);
 extern CdConnection **ConnectionParticipants(int *n);
-extern void ConnectionAtEnd(bool aborted);
+extern CdConnection **ConnectionList(int *n);
 extern CdConnection *ConnectionAnyOpen(void);
+extern void ConnectionClose(CdConnection *conn);
+extern void ConnectionOpen(CdConnection *conn, const CdShard *shard);
+extern bool ConnectionExecList(CdConnection *conn, const char *const *list,
+							   const char *gid, int flags, CdRemoteError *err);
+
+/* xact.c: the remote transactions' commit, rollback and savepoints */
+extern void ConnectionCommitOnePhase(CdConnection *conn);
 extern bool ConnectionCommitAloneOk(void);
+extern bool ConnectionRollbackTo(CdConnection *conn, int level);
+extern void ConnectionCommitNow(CdConnection *conn);
+extern void ConnectionUndoGuard(CdConnection *conn, bool was_open);
 
 /*
  * One shard's socket in a wait over several (group.c, fanout.c): 'events'
@@ -161,18 +170,23 @@ extern void RemoteWaitSlots(CdWaitSet *ws, CdWaitSlot *slots, int n, long timeou
 							bool interruptible);
 extern int	RemoteWaitEvents(CdPollResult r);
 extern void ConnectionGroupExec(CdGroupCommand *cmds, int n, int flags);
-extern void ConnectionCommitTogether(CdConnection **conns, int n);
+
+/* connection.c: group commands that close what they lost */
+extern void ConnectionGroupRun(CdGroupCommand *cmds, int n, int flags);
+extern void ConnectionListCommand(CdConnection *conn, const char *const *list,
+								  const char *gid, CdGroupCommand *cmd);
 
 /* observe.c: what StatementTryBegin and StatementFinish report */
 extern void ObserveBegan(const CdShard *shard);
 extern void ObserveEnded(const CdShard *shard, int64 rows, bool internal, bool ok);
 
-/* twophase.c */
+/* twophase.c: the two-phase path of xact.c's commit */
 extern void TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid);
-extern void ConnectionClose(CdConnection *conn);
-extern bool ConnectionRollbackTo(CdConnection *conn, int level);
-extern void ConnectionCommitNow(CdConnection *conn);
-extern void ConnectionUndoGuard(CdConnection *conn, bool was_open);
-extern void ConnectionOpen(CdConnection *conn, const CdShard *shard);
+extern CdConnection *TwoPhaseCheck(CdConnection **parts, int n);
+extern void TwoPhasePrepare(CdConnection **parts, int n, CdConnection *last);
+extern void TwoPhaseLastCommitted(void);
+extern bool TwoPhaseFinish(bool aborted);
+extern void TwoPhaseEnded(bool clean);
+extern void TwoPhasePause(const char *step);
 
 #endif							/* COLLEGEDB_CONNECTION_INTERNAL_H */

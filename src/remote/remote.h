@@ -188,8 +188,10 @@ extern void ValuesCellToParam(const CdCell *cell, CdParam *param);
 /* execute.c */
 extern void RemoteCommitNow(const CdShard *shard);
 
-/* twophase.c: the front transaction's commit, and global transaction ids */
-extern void TwoPhaseInit(void);
+/* xact.c: the remote transactions follow the front's */
+extern void XactInit(void);
+
+/* twophase.c: two-phase commit's global transaction ids */
 extern void TwoPhaseFrontPrefix(char *buf);
 extern void TwoPhaseXactName(FullTransactionId fxid, char *buf);
 extern bool TwoPhaseParseGid(const char *gid, char *xact, FullTransactionId *fxid,

@@ -4,12 +4,12 @@
  *	  Two-phase commit of a front transaction that wrote on several shards
  *	  (README.md "Transactions across shards"), and the global transaction ids it uses.
  *
- * At the front's pre-commit (connection.c hands over the participants):
+ * The end of every front transaction is xact.c's; this file holds the
+ * two-phase path it takes.  At the front's pre-commit:
  *	- fewer than two participants wrote, or collegedb.commit_protocol is
- *	  'sequential': the readers commit at once (ConnectionCommitTogether:
- *	  all COMMITs sent, then all awaited), so a transaction over many
- *	  shards pays one round trip for their commits, then each writer in
- *	  turn.  The readers go first because a reader's COMMIT can fail (a
+ *	  'sequential' (xact.c): the readers commit at once (all COMMITs sent,
+ *	  then all awaited), so a transaction over many shards pays one round
+ *	  trip for their commits, then each writer in turn.  The readers go first because a reader's COMMIT can fail (a
  *	  serialization failure): it then aborts the front before the one
  *	  writer committed, so the write is rolled back with it;
  *	- otherwise the readers commit first, at once (they cannot change the
@@ -22,7 +22,7 @@
  *	  transaction, is written (and flushed) before the first PREPARE; it
  *	  counts once the front commits.  Any failure until the front's commit
  *	  raises, and the front's abort rolls every prepared participant back
- *	  (connection.c).
+ *	  (xact.c).
  * At the front's commit (interrupts are held, nothing may raise): the
  * decision is flushed to the front's WAL, then every prepared participant
  * is committed, each wait bounded by collegedb.cleanup_timeout; what fails
@@ -161,13 +161,13 @@ TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid)
 }
 
 /*
- * pause_for_tests stops the committing backend, when the test-only setting
+ * TwoPhasePause stops the committing backend, when the test-only setting
  * collegedb.test_pause_commit names 'step', until it is killed or a file
  * named collegedb_resume_commit appears in the data directory (removed as
  * the backend goes on), so that a test can restart a shard meanwhile.
  */
-static void
-pause_for_tests(const char *step)
+void
+TwoPhasePause(const char *step)
 {
 	if (CollegeTestPauseCommit == NULL || strcmp(CollegeTestPauseCommit, step) != 0)
 		return;
@@ -229,11 +229,11 @@ static bool last_committed = false;
 static bool two_phase_begun = false;
 
 /*
- * commit_last commits the last participant with the marker of front
- * transaction 'xact' in its transaction; raises on failure.
+ * mark_last writes the marker of front transaction 'xact' in the last
+ * participant's transaction, which xact.c then commits; raises on failure.
  */
 static void
-commit_last(CdConnection *conn, const char *xact)
+mark_last(CdConnection *conn, const char *xact)
 {
 	const CdMarkerSql *marker = conn->adapter->marker_sql;
 	CdParam		params[2];
@@ -263,7 +263,6 @@ commit_last(CdConnection *conn, const char *xact)
 		RemoteRaise(CD_REMOTE_COMMIT, conn->shard, conn->adapter, NULL, &err);
 	}
 	conn->in_flight = false;
-	ConnectionCommitOnePhase(conn);
 }
 
 /* orders the names in a message, whatever the order the shards were used in */
@@ -307,58 +306,15 @@ ensure_one_last(CdConnection **parts, int n)
 }
 
 /*
- * commit_readers commits together (ConnectionCommitTogether) the
- * participants that did not write (a lost one counts as a writer: its
- * commit raises).
+ * TwoPhaseCheck does, at the front's pre-commit of a transaction that
+ * wrote on several shards under two-phase commit, what can fail before any
+ * shard is prepared but a lost participant (xact.c checked those): a hot
+ * standby, more than one participant that cannot prepare.  Returns the
+ * last participant (the one that cannot prepare), or NULL.
  */
-static void
-commit_readers(CdConnection **parts, int n)
+CdConnection *
+TwoPhaseCheck(CdConnection **parts, int n)
 {
-	CdConnection **readers = palloc(sizeof(CdConnection *) * n);
-	int			m = 0;
-
-	for (int i = 0; i < n; i++)
-		if (!parts[i]->wrote && !parts[i]->doomed)
-			readers[m++] = parts[i];
-	ConnectionCommitTogether(readers, m);
-	pfree(readers);
-}
-
-/*
- * pre_commit commits the participants of the front transaction at
- * its pre-commit: together, one after another, or with two-phase commit
- * up to the decision record (see the file header).
- */
-static void
-pre_commit(CdConnection **parts, int n)
-{
-	int			writers = 0;
-	CdConnection *last;
-	FullTransactionId fxid;
-	char		xact[CD_XACT_SIZE];
-
-	for (int i = 0; i < n; i++)
-		if (parts[i]->wrote || parts[i]->doomed)
-			writers++;
-	if (writers < 2 || CollegeCommitProtocol == CD_COMMIT_SEQUENTIAL)
-	{
-		int			committed = 0;
-
-		commit_readers(parts, n);
-		for (int i = 0; i < n; i++)
-			if (parts[i]->wrote || parts[i]->doomed)
-			{
-				if (committed++ == 1)
-					pause_for_tests("between_commits");
-				ConnectionCommitOnePhase(parts[i]);
-			}
-		return;
-	}
-
-	/* everything that can fail before any shard is prepared, first */
-	for (int i = 0; i < n; i++)
-		if (parts[i]->doomed || parts[i]->handle == NULL)
-			ConnectionCommitOnePhase(parts[i]); /* raises: it was lost */
 	if (RecoveryInProgress())
 	{
 		char	   *primary = CatalogPrimaryName();
@@ -371,9 +327,19 @@ pre_commit(CdConnection **parts, int n)
 				 errhint("Write on one shard per transaction here, SET collegedb.commit_protocol = 'sequential', or run the transaction on the primary (%s).", primary) :
 				 errhint("Write on one shard per transaction here, SET collegedb.commit_protocol = 'sequential', or run the transaction on the primary.")));
 	}
-	last = ensure_one_last(parts, n);
+	return ensure_one_last(parts, n);
+}
 
-	commit_readers(parts, n);
+/*
+ * TwoPhasePrepare writes the decision record, prepares every writer but
+ * 'last', and writes the marker in 'last', which the caller then commits
+ * and reports (TwoPhaseLastCommitted); the readers have committed already.
+ */
+void
+TwoPhasePrepare(CdConnection **parts, int n, CdConnection *last)
+{
+	FullTransactionId fxid;
+	char		xact[CD_XACT_SIZE];
 
 	/*
 	 * The decision record goes in first: it counts only if the front
@@ -398,15 +364,23 @@ pre_commit(CdConnection **parts, int n)
 	for (int i = 0; i < n; i++)
 		if (parts[i]->wrote && parts[i] != last)
 			prepare(parts[i], fxid);
-	pause_for_tests("prepared");
+	TwoPhasePause("prepared");
 
 	if (last)
-	{
-		commit_last(last, xact);
-		last_committed = true;
-		pause_for_tests("last_committed");
-	}
+		mark_last(last, xact);
 }
+
+/*
+ * TwoPhaseLastCommitted notes that the last participant committed: the
+ * transaction's outcome is decided (commit), even if the front aborts now.
+ */
+void
+TwoPhaseLastCommitted(void)
+{
+	last_committed = true;
+	TwoPhasePause("last_committed");
+}
+
 
 /*
  * at_commit commits the prepared participants once the front's
@@ -430,10 +404,10 @@ at_commit(CdConnection **parts, int n)
 		{
 			/* the decision must survive a crash before any shard acts on it */
 			XLogFlush(XactLastCommitEnd);
-			pause_for_tests("decided");
+			TwoPhasePause("decided");
 		}
 		else if (done == 1)
-			pause_for_tests("between_commits");
+			TwoPhasePause("between_commits");
 		done++;
 		/* a prepared transaction that is gone was committed by recovery */
 		if (!ConnectionExecList(conn,
@@ -455,77 +429,37 @@ at_commit(CdConnection **parts, int n)
 }
 
 /*
- * two_phase_ended tells the shared activity that this transaction's
- * two-phase commit is over; 'clean' false when something may be left
- * prepared.
+ * TwoPhaseFinish commits the prepared participants at the end of the front
+ * transaction when its decision is to commit: at its commit, or at an abort
+ * that came after the last participant committed (the marker decided).
+ * True when nothing is left prepared for recovery.
  */
-static void
-two_phase_ended(bool clean)
+bool
+TwoPhaseFinish(bool aborted)
+{
+	CdConnection **parts;
+	int			n;
+	bool		clean = true;
+
+	if (!aborted || last_committed)
+	{
+		parts = ConnectionParticipants(&n);
+		if (n > 0)
+			clean = at_commit(parts, n);
+	}
+	last_committed = false;
+	return clean;
+}
+
+/*
+ * TwoPhaseEnded tells the shared activity that this transaction's
+ * two-phase commit is over, once its connections ended; 'clean' false when
+ * something may be left prepared.
+ */
+void
+TwoPhaseEnded(bool clean)
 {
 	if (two_phase_begun)
 		ActivityTwoPhaseEnd(clean);
 	two_phase_begun = false;
-}
-
-/*
- * xact_callback commits or rolls back the remote transactions with the
- * front's.
- */
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	CdConnection **parts;
-	CdConnection *open;
-	int			n;
-	bool		clean;
-
-	switch (event)
-	{
-		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-		case XACT_EVENT_PRE_COMMIT:
-			parts = ConnectionParticipants(&n);
-			if (n > 0)
-				pre_commit(parts, n);
-			break;
-
-		case XACT_EVENT_PRE_PREPARE:
-			if ((open = ConnectionAnyOpen()) != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has operated on collegedb shards"),
-						 errdetail("collegedb commits the shards' part of a transaction itself when the front transaction commits, with two-phase commit when it wrote on several.")));
-			break;
-
-		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_ABORT:
-			if (last_committed)
-			{
-				parts = ConnectionParticipants(&n);
-				if (n > 0)
-					(void) at_commit(parts, n);
-				last_committed = false;
-			}
-			ConnectionAtEnd(true);
-			two_phase_ended(false);
-			break;
-
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:
-			parts = ConnectionParticipants(&n);
-			clean = n == 0 || at_commit(parts, n);
-			last_committed = false;
-			ConnectionAtEnd(false);
-			two_phase_ended(clean);
-			break;
-	}
-}
-
-/*
- * TwoPhaseInit registers the transaction callback.
- */
-void
-TwoPhaseInit(void)
-{
-	RegisterXactCallback(xact_callback, NULL);
 }
