@@ -193,7 +193,7 @@ JournalRequeueOrphanJobs(void)
 					   "state = CASE WHEN j.deaths + 1 >= $1 THEN 'failed' ELSE 'queued' END, "
 					   "finished_at = CASE WHEN j.deaths + 1 >= $1 THEN now() END, "
 					   "last_error = CASE WHEN j.deaths + 1 >= $1 THEN "
-					   "format('the job''s worker died %s times in a row (the last one was process %s); "
+					   "format('the job''s worker died %s times while it ran the job (the last one was process %s); "
 					   "the job stopped so that it cannot crash the server again, and "
 					   "collegedb.retry_job(%s) runs it again', j.deaths + 1, j.lease_pid, j.id) "
 					   "ELSE j.last_error END "

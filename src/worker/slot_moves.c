@@ -368,6 +368,8 @@ SlotMoveRun(int64 job_id, int32 slot, const char *target, int concurrency)
 		if (round > SLOT_MOVE_ROUNDS)
 		{
 			WorkerBegin();
+			/* the error is read after the commit: into the move's context */
+			MemoryContextSwitchTo(context);
 			(void) JournalJobKeysLeft(job_id, &error);
 			WorkerCommit();
 			ereport(ERROR,
