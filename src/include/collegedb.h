@@ -38,6 +38,8 @@ extern bool CollegeDebug;
 extern int	CollegeFanoutConcurrency;
 extern bool CollegeFanoutPartial;
 extern int	CollegeFanoutTimeout;
+extern int	CollegeInsertBatchBytes;
+extern int	CollegeInsertBatchRows;
 extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;
 extern int	CollegeMoveMaxAttempts;

@@ -69,6 +69,7 @@ typedef struct MappingCacheEntry
 
 static MemoryContext cache_context = NULL;
 static HTAB *mapping_cache = NULL;
+static CdRoute resolve(const char *key, int key_len, bool for_write, bool save, bool *defer);
 static bool saved_in_xact = false;
 
 uint64		RouterCacheHits = 0;
@@ -422,6 +423,67 @@ narrow_to_moving_source(CdRoute *route, const char *stored)
 CdRoute
 RouterResolve(const char *key, int key_len, bool for_write, bool save)
 {
+	return resolve(key, key_len, for_write, save, NULL);
+}
+
+/*
+ * RouterResolveBatched is RouterResolve of a write (for_write and save)
+ * for a row that waits in a batch (fdw/insert.c): a new key under KV
+ * placement gets the write strategy's pick, taking a round-robin turn as a
+ * saved pick does, but its mapping is not saved yet: *is_new says so, and
+ * the caller saves the batch's new keys with RouterSaveNewKeys before it
+ * sends their rows.
+ */
+CdRoute
+RouterResolveBatched(const char *key, int key_len, bool *is_new)
+{
+	*is_new = false;
+	return resolve(key, key_len, true, true, is_new);
+}
+
+/*
+ * RouterSaveNewKeys saves the mappings of n new keys (RouterResolveBatched
+ * said is_new) to the shards picked for them, in one statement
+ * (MappingInsertMany), with MappingInsert's rule: a key that has a
+ * mapping by now (a concurrent writer's, or an earlier row's of the same
+ * batch) keeps it.  owners[i] is the shard key i maps to afterwards; a row
+ * whose owner is not the shard picked for it must go there instead.
+ */
+void
+RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
+				  const CdShard *const *picked, const CdShard **owners)
+{
+	char	  **stored = palloc(sizeof(char *) * Max(n, 1));
+	const char **shards = palloc(sizeof(char *) * Max(n, 1));
+	char	   *names = palloc(NAMEDATALEN * Max(n, 1));
+	uint8	   *digests = palloc(PG_SHA256_DIGEST_LENGTH * Max(n, 1));
+
+	if (n == 0)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		digest_key(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
+		stored[i] = stored_form(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
+		shards[i] = picked[i]->name;
+	}
+	MappingInsertMany(n, stored, shards, names);
+	saved_in_xact = true;
+	for (int i = 0; i < n; i++)
+	{
+		cache_put(digests + i * PG_SHA256_DIGEST_LENGTH, names + i * NAMEDATALEN,
+				  GetCurrentStatementStartTimestamp());
+		owners[i] = strcmp(names + i * NAMEDATALEN, picked[i]->name) == 0 ?
+			picked[i] : ShardLookup(names + i * NAMEDATALEN);
+	}
+}
+
+/*
+ * resolve is RouterResolve; with 'defer' (a batched write), a new key's
+ * mapping is not saved but *defer set (RouterResolveBatched).
+ */
+static CdRoute
+resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
+{
 	const CdConfig *config = ConfigGet();
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	char		buf[NAMEDATALEN];
@@ -474,7 +536,12 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 	route = single_route(RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
 										key, key_len, save),
 						 CD_ROUTE_STRATEGY);
-	if (save)
+	if (save && defer)
+	{
+		*defer = true;
+		route.source = CD_ROUTE_ALLOCATED;
+	}
+	else if (save)
 	{
 		MappingInsert(stored_form(key, key_len, digest), route.shard->name, buf);
 		saved_in_xact = true;
