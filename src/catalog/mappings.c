@@ -94,7 +94,9 @@ MappingFind(const char *stored_key, char *shard)
 		found = true;
 	}
 	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	/* the lock stays to the end of the transaction: the next probe, a bulk
+	 * load's next row, finds it held instead of taking it again */
+	table_close(rel, NoLock);
 	CatalogReleaseSnapshot(snapshot);
 	return found;
 }

@@ -69,6 +69,8 @@ typedef struct FdwInsertState
 	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 	bool		batching;
 	char	   *values_prefix[CD_MAX_DIALECTS]; /* "INSERT ... VALUES " */
+	char	   *full_sql[CD_MAX_DIALECTS];	/* the INSERT of a full batch */
+	int			full_rows[CD_MAX_DIALECTS];
 	int			nbatches;
 	FdwShardBatch *batches;		/* one per shard met, in es_query_cxt */
 	MemoryContext batch_context;
@@ -236,6 +238,36 @@ send_row(FdwInsertState *st, const char *key, CdParam *params)
 }
 
 /*
+ * insert_sql returns the INSERT of 'nrows' rows in 'dialect': built each
+ * time, but kept for the batch size that repeats (a full batch).
+ */
+static const char *
+insert_sql(FdwInsertState *st, int dialect, int nrows)
+{
+	StringInfoData sql;
+	int			n = 0;
+
+	if (st->full_rows[dialect] == nrows)
+		return st->full_sql[dialect];
+	initStringInfo(&sql);		/* in the caller's row context */
+	appendStringInfoString(&sql, st->values_prefix[dialect]);
+	for (int i = 0; i < nrows; i++)
+	{
+		appendStringInfoString(&sql, i ? ", (" : "(");
+		for (int c = 0; c < st->ncols; c++)
+			appendStringInfo(&sql, "%s$%d", c ? ", " : "", ++n);
+		appendStringInfoChar(&sql, ')');
+	}
+	if (nrows < st->full_rows[dialect])
+		return sql.data;		/* a shorter batch (the last one): not kept */
+	if (st->full_sql[dialect])
+		pfree(st->full_sql[dialect]);
+	st->full_sql[dialect] = MemoryContextStrdup(st->batch_context, sql.data);
+	st->full_rows[dialect] = nrows;
+	return st->full_sql[dialect];
+}
+
+/*
  * batch_send sends a shard's buffered rows: first the mappings of its new
  * keys, in one statement (a key that got a mapping meanwhile, from a
  * concurrent writer or an earlier row, keeps it, and its row goes there
@@ -304,22 +336,13 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 	}
 	if (nrows > 0 && moved_to == NULL)
 	{
-		StringInfoData sql;
 		CdParam    *params = palloc(sizeof(CdParam) * nrows * st->ncols);
-		int			n = 0;
 
-		initStringInfo(&sql);
-		appendStringInfoString(&sql, st->values_prefix[b->shard->dialect]);
 		for (int i = 0; i < nrows; i++)
-		{
 			memcpy(&params[i * st->ncols], &b->params[rows[i] * st->ncols],
 				   sizeof(CdParam) * st->ncols);
-			appendStringInfoString(&sql, i ? ", (" : "(");
-			for (int c = 0; c < st->ncols; c++)
-				appendStringInfo(&sql, "%s$%d", c ? ", " : "", ++n);
-			appendStringInfoChar(&sql, ')');
-		}
-		(void) RemoteExecute(b->shard, sql.data, n, params, NULL, true);
+		(void) RemoteExecute(b->shard, insert_sql(st, b->shard->dialect, nrows),
+							 nrows * st->ncols, params, NULL, true);
 	}
 	else if (nrows > 0)
 	{

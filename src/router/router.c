@@ -284,10 +284,13 @@ may_share(void)
  * when fresh, else from the shared cache when fresh, else from the mapping
  * store; NULL when unmapped.  Under computed placement and the slots
  * strategy the absence of a mapping (an exception) is cached too: there
- * the mapping table's trigger also reports new rows.
+ * the mapping table's trigger also reports new rows.  Without 'fill' (a
+ * bulk load's keys, most of them seen once) what it reads is not cached,
+ * and the shared cache is not asked: filling and evicting both caches
+ * for every row of a load costs more than the load's own work.
  */
 static const char *
-find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
+find_mapping(const char *key, int key_len, const uint8 *digest, char *buf, bool fill)
 {
 	const CdConfig *config = ConfigGet();
 	TimestampTz now = GetCurrentStatementStartTimestamp();
@@ -305,7 +308,7 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 		return entry->shard[0] ? entry->shard : NULL;
 	}
 	RouterCacheMisses++;
-	share = ttl > 0 && may_share();
+	share = ttl > 0 && may_share() && fill;
 	if (share)
 	{
 		if (SharedCacheGet(digest, buf, &fetched_at) && now - fetched_at < ttl)
@@ -324,7 +327,8 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 		return NULL;
 	if (!found)
 		buf[0] = '\0';
-	cache_put(digest, buf, now);
+	if (fill)
+		cache_put(digest, buf, now);
 	if (share)
 		SharedCachePut(digest, buf, now, generation);
 	return found ? buf : NULL;
@@ -343,7 +347,7 @@ RouterFindMapping(const char *key, int key_len, const CdShard **shard)
 	const char *name;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf);
+	name = find_mapping(key, key_len, digest, buf, true);
 	if (name == NULL)
 		return false;
 	*shard = ShardLookup(name);
@@ -468,10 +472,9 @@ RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 	}
 	MappingInsertMany(n, stored, shards, names);
 	saved_in_xact = true;
+	/* not cached, as find_mapping without fill: a load's keys come once */
 	for (int i = 0; i < n; i++)
 	{
-		cache_put(digests + i * PG_SHA256_DIGEST_LENGTH, names + i * NAMEDATALEN,
-				  GetCurrentStatementStartTimestamp());
 		owners[i] = strcmp(names + i * NAMEDATALEN, picked[i]->name) == 0 ?
 			picked[i] : ShardLookup(names + i * NAMEDATALEN);
 	}
@@ -491,7 +494,7 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
 	CdRoute		route;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf);
+	name = find_mapping(key, key_len, digest, buf, defer == NULL);
 	if (name != NULL)
 		return single_route(ShardLookup(name),
 							config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
