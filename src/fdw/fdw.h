@@ -121,15 +121,24 @@ extern void collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rin
 extern void collegedb_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo);
 extern TupleTableSlot *collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 											 TupleTableSlot *slot, TupleTableSlot *planSlot);
+extern int	collegedb_batch_size(ResultRelInfo *rinfo);
+extern TupleTableSlot **collegedb_exec_batch_insert(EState *estate, ResultRelInfo *rinfo,
+													TupleTableSlot **slots,
+													TupleTableSlot **planSlots, int *numSlots);
 extern void collegedb_end_modify(EState *estate, ResultRelInfo *rinfo);
 extern void collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo);
 extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 									 List *fdw_private, int subplan_index, ExplainState *es);
 
+/* modify_keys.c */
+extern int64 FdwWriteKeys(const char *const *sql, List *split, int nparams, CdParam *params,
+						  char **keys, Datum *values, int nkeys, Oid type, CdRowSink *sink);
+
 /* fdw_keys.c */
 extern char *FdwKeyText(Datum value, Oid type);
 extern char **FdwDistinctKeys(Datum *keys, bool *keynulls, int nkeys, Oid type);
-extern bool FdwKeysGroupable(int nparams, int key_param, List *split, bool is_write);
+extern bool FdwKeysGroupable(int nparams, int key_param, List *split);
+extern char *FdwGroupedKeyText(const char *sql, List *split, int dialect, int first, int n);
 extern int64 FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 						 char **keys, Datum *values, int nkeys, Oid type,
 						 CdForeignTable *table, RecordRowSink *sink);

@@ -484,22 +484,29 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 		}
 		texts = nulls[k] ? NULL : FdwDistinctKeys(keys, keynulls, nkeys, type);
 
-		if (texts && st->key_is_array && st->store &&
-			FdwKeysGroupable(nparams, st->key_param, st->key_split, st->is_write))
+		if (texts && st->key_is_array && st->store && !st->is_write &&
+			FdwKeysGroupable(nparams, st->key_param, st->key_split))
 		{
 			st->rows = FdwReadKeys(st->sql, st->key_split, nparams, params, texts, keys,
 								   nkeys, type, st->table, &sink);
 			return;
 		}
-		for (int i = 0; i < nkeys && !nulls[k]; i++)
+		if (texts && st->key_is_array && st->is_write &&
+			FdwKeysGroupable(nparams, st->key_param, st->key_split))
+			st->rows = FdwWriteKeys(st->sql, st->key_split, nparams, params, texts, keys,
+									nkeys, type, rows_to);
+		else
 		{
-			char	   *key = texts[i];
+			for (int i = 0; i < nkeys && !nulls[k]; i++)
+			{
+				char	   *key = texts[i];
 
-			if (key == NULL)
-				continue;
-			ValuesToParam(keys[i], false, type, &params[k]);
-			st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
-											  rows_to, st->is_write);
+				if (key == NULL)
+					continue;
+				ValuesToParam(keys[i], false, type, &params[k]);
+				st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
+												  rows_to, st->is_write);
+			}
 		}
 	}
 	else

@@ -46,6 +46,8 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->PlanForeignModify = collegedb_plan_modify;
 	routine->BeginForeignModify = collegedb_begin_modify;
 	routine->ExecForeignInsert = collegedb_exec_insert;
+	routine->GetForeignModifyBatchSize = collegedb_batch_size;
+	routine->ExecForeignBatchInsert = collegedb_exec_batch_insert;
 	routine->EndForeignModify = collegedb_end_modify;
 	routine->BeginForeignInsert = collegedb_begin_foreign_insert;
 	routine->EndForeignInsert = collegedb_end_foreign_insert;

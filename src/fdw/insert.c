@@ -91,7 +91,11 @@ batching_allowed(ModifyTableState *mtstate, ResultRelInfo *rinfo, FdwInsertState
 
 	if (CollegeInsertBatchRows <= 1 || st->ncols == 0)
 		return false;
-	if (rinfo->ri_projectReturning != NULL)
+	/* RETURNING is set up after BeginForeignModify: ask the plan too */
+	if (rinfo->ri_projectReturning != NULL || rinfo->ri_returningList != NIL)
+		return false;
+	if (mtstate->ps.plan && IsA(mtstate->ps.plan, ModifyTable) &&
+		((ModifyTable *) mtstate->ps.plan)->returningLists != NIL)
 		return false;
 	if (mtstate->ps.plan && IsA(mtstate->ps.plan, ModifyTable) &&
 		((ModifyTable *) mtstate->ps.plan)->onConflictAction != ONCONFLICT_NONE)
@@ -288,6 +292,18 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 	if (b->nrows == 0)
 		return;
 	old = MemoryContextSwitchTo(st->row_context);
+	if (b->nrows == 1 && b->keys)
+	{
+		/* one row: the guarded write of a single row, one round trip */
+		if (b->nnew > 0)
+		{
+			const CdShard *owner;
+
+			RouterSaveNewKeys(1, b->keys, b->key_lens, &b->shard, &owner);
+		}
+		send_row(st, b->keys[0], b->params);
+		goto done;
+	}
 	rows = palloc(sizeof(int) * b->nrows);
 	elsewhere = palloc(sizeof(int) * b->nrows);
 	if (b->nnew > 0)
@@ -353,6 +369,7 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 	for (int i = 0; i < nelsewhere; i++)
 		send_row(st, b->keys[elsewhere[i]], &b->params[elsewhere[i] * st->ncols]);
 
+done:
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(st->row_context);
 	MemoryContextReset(b->values);
@@ -522,6 +539,40 @@ end_insert(ResultRelInfo *rinfo)
 		batch_send(st, &st->batches[i]);
 	if (st->observed.observer)
 		(void) RemoteObserve(previous);
+}
+
+/*
+ * collegedb_batch_size tells the executor how many rows of an INSERT to
+ * hand over at once (ExecForeignBatchInsert): a batch's worth for every
+ * shard, so that each call fills the shards' batches about once.  1 where
+ * the rows may not wait (batching_allowed).  COPY FROM in PostgreSQL 15
+ * still hands rows over one by one (ExecForeignInsert), and its batches go
+ * at EndForeignInsert.
+ */
+int
+collegedb_batch_size(ResultRelInfo *rinfo)
+{
+	FdwInsertState *st = rinfo->ri_FdwState;
+
+	if (st == NULL || !st->batching)
+		return 1;
+	return Min((int64) CollegeInsertBatchRows * Max(list_length(ShardList()), 1), 100000);
+}
+
+/*
+ * collegedb_exec_batch_insert inserts the rows the executor gathered, each
+ * as collegedb_exec_insert would, and then sends every shard's batch: the
+ * executor's last call comes when the plan has no more rows, before
+ * EXPLAIN ANALYZE reports what was sent.
+ */
+TupleTableSlot **
+collegedb_exec_batch_insert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot **slots,
+							TupleTableSlot **planSlots, int *numSlots)
+{
+	for (int i = 0; i < *numSlots; i++)
+		(void) collegedb_exec_insert(estate, rinfo, slots[i], planSlots ? planSlots[i] : NULL);
+	end_insert(rinfo);
+	return slots;
 }
 
 void

@@ -265,24 +265,10 @@ TombstoneGuardKeys(const CdShard *shard, int nkeys, char *const *keys, const int
 	ensure_guard_keys(shard, adapter);
 	if (adapter->guard_keys_array)
 	{
-		StringInfoData array;
+		char	   *array = ValuesArrayLiteral(keys, key_lens, nkeys);
 
-		initStringInfo(&array);
-		appendStringInfoChar(&array, '{');
-		for (int i = 0; i < nkeys; i++)
-		{
-			appendStringInfoString(&array, i ? ",\"" : "\"");
-			for (int c = 0; c < key_lens[i]; c++)
-			{
-				if (keys[i][c] == '"' || keys[i][c] == '\\')
-					appendStringInfoChar(&array, '\\');
-				appendStringInfoChar(&array, keys[i][c]);
-			}
-			appendStringInfoChar(&array, '"');
-		}
-		appendStringInfoChar(&array, '}');
 		params = palloc(sizeof(CdParam));
-		params[0] = key_param(array.data, array.len, true);
+		params[0] = key_param(array, strlen(array), true);
 		nparams = 1;
 		sql = (char *) adapter->guard_keys_sql;
 	}

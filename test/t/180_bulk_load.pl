@@ -151,4 +151,39 @@ is($r->{stderr}, '', '... and commits (two-phase over p, m, l)');
 $bg->quit;
 check_load('INSERT ... SELECT', 2 * $rows + 1, 3 * $rows);
 
+# UPDATE by 10,000 keys: one statement per shard (with its guard), every key once
+my $step = int(3 * $rows / 10_000) || 1;
+my $keys = join(',', map { $_ * $step } 1 .. 10_000);
+# (the session's first batched guard on a PostgreSQL shard checks once that the
+# shard has collegedb_guard_keys: a warm-up statement takes that round trip)
+my $explain = $front->safe_psql('postgres',
+	"UPDATE items SET v = v WHERE id = ANY('{" . join(',', 1 .. 30) . "}'::int[]);
+	 EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF, SUMMARY OFF) UPDATE items SET v = v + 1 WHERE id = ANY('{$keys}'::int[])");
+my %statements = $explain =~ /Shard (\w+) \(\w+\): statements=(\d+)/g;
+is($statements{p} // 'none', 2, 'UPDATE ... = ANY(10,000 keys): the PostgreSQL shard gets its guard and one UPDATE')
+  or diag($explain);
+my $per_statement = 998;    # 999 parameters a statement, one of them the SET's
+for my $s ('m', 'l')
+{
+	my $n = $front->safe_psql('postgres',
+		"SELECT count(*) FROM unnest('{$keys}'::int[]) AS k WHERE collegedb.shard_for_key(k::text) = '$s'");
+	cmp_ok($statements{$s} // 0, '<=', 1 + int(($n + $per_statement - 1) / $per_statement),
+		"... shard $s its guard and one UPDATE per $per_statement of its $n keys");
+}
+is($front->safe_psql('postgres', "SELECT count(*), sum(v) FROM items WHERE id = ANY('{$keys}'::int[])"),
+	'10000|20000', '... and every key was updated once');
+
+# with a stale mapping: the key moved, its old shard's guard finds the tombstone and
+# that shard's keys go one by one, the moved key where it lives now
+my $moved = $step * 5;
+my $from  = $front->safe_psql('postgres', "SELECT collegedb.shard_for_key('$moved')");
+my $to    = $from eq 'p' ? 'm' : 'p';
+$front->safe_psql('postgres', "SELECT collegedb.reassign_shard('$moved', '$to')");
+$front->safe_psql('postgres',
+	"UPDATE collegedb.mapping SET shard = '$from' WHERE key = collegedb.mapping_key('$moved')");
+$r = psql_outcome($front, "UPDATE items SET v = v + 1 WHERE id = ANY('{$keys}'::int[])");
+is($r->{stderr}, '', 'UPDATE ... = ANY with a key behind a stale mapping: no error');
+is($front->safe_psql('postgres', "SELECT count(*), sum(v) FROM items WHERE id = ANY('{$keys}'::int[])"),
+	'10000|30000', '... every key updated once more, the moved one too');
+
 done_testing();
