@@ -30,6 +30,7 @@ bool		CollegeFanoutPartial = false;
 int			CollegeFanoutTimeout = 10000;
 int			CollegeInsertBatchBytes = 1024 * 1024;
 int			CollegeInsertBatchRows = 1000;
+int			CollegeInsertProgress = 0;
 int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
 int			CollegeMoveMaxAttempts = 8;
@@ -168,6 +169,15 @@ GucInit(void)
 							1000, 1, 100000,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.insert_progress",
+							"Sets how often an INSERT or COPY into a sharded foreign table reports, as a NOTICE, how many rows it has sent.",
+							"0 reports nothing.  COPY shows in pg_stat_progress_copy anyway.",
+							&CollegeInsertProgress,
+							0, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/* a server-start setting can only be defined while preloading */

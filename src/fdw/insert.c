@@ -30,10 +30,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "executor/executor.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "catalog/config.h"
 #include "catalog/shards.h"
@@ -71,6 +73,8 @@ typedef struct FdwInsertState
 	char	   *values_prefix[CD_MAX_DIALECTS]; /* "INSERT ... VALUES " */
 	char	   *full_sql[CD_MAX_DIALECTS];	/* the INSERT of a full batch */
 	int			full_rows[CD_MAX_DIALECTS];
+	int64		rows_sent;		/* for collegedb.insert_progress */
+	TimestampTz last_report;
 	int			nbatches;
 	FdwShardBatch *batches;		/* one per shard met, in es_query_cxt */
 	MemoryContext batch_context;
@@ -242,6 +246,30 @@ send_row(FdwInsertState *st, const char *key, CdParam *params)
 }
 
 /*
+ * report_progress says, every collegedb.insert_progress, how many rows the
+ * statement has sent so far (a NOTICE): for long loads that are not a COPY,
+ * which pg_stat_progress_copy shows anyway.
+ */
+static void
+report_progress(FdwInsertState *st)
+{
+	TimestampTz now;
+
+	if (CollegeInsertProgress <= 0)
+		return;
+	now = GetCurrentTimestamp();
+	if (st->last_report == 0)
+		st->last_report = GetCurrentStatementStartTimestamp();
+	if (!TimestampDifferenceExceeds(st->last_report, now, CollegeInsertProgress))
+		return;
+	st->last_report = now;
+	ereport(NOTICE,
+			(errmsg_plural("%lld row sent to the shards so far",
+						   "%lld rows sent to the shards so far",
+						   st->rows_sent, (long long) st->rows_sent)));
+}
+
+/*
  * insert_sql returns the INSERT of 'nrows' rows in 'dialect': built each
  * time, but kept for the batch size that repeats (a full batch).
  */
@@ -373,6 +401,8 @@ done:
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(st->row_context);
 	MemoryContextReset(b->values);
+	st->rows_sent += b->nrows;
+	report_progress(st);
 	b->nrows = 0;
 	b->nnew = 0;
 	b->bytes = 0;

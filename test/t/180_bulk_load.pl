@@ -186,4 +186,35 @@ is($r->{stderr}, '', 'UPDATE ... = ANY with a key behind a stale mapping: no err
 is($front->safe_psql('postgres', "SELECT count(*), sum(v) FROM items WHERE id = ANY('{$keys}'::int[])"),
 	'10000|30000', '... every key updated once more, the moved one too');
 
+# progress of a load that is not a COPY: a NOTICE every collegedb.insert_progress
+$r = psql_outcome($front,
+	"SET collegedb.insert_progress = 1;
+	 INSERT INTO items SELECT i, 0, 1, 'p' FROM generate_series(3 * $rows + 1, 3 * $rows + 20000) AS i");
+like($r->{stderr}, qr/NOTICE:  (?:00000: )?\d+ rows sent to the shards so far/,
+	'collegedb.insert_progress: an INSERT ... SELECT reports the rows it has sent');
+
+# a fleet with two SQLite shards: a load that reaches both cannot commit with
+# two-phase commit (SQLite cannot prepare; one may be the last participant), and
+# says what to do; with commit_protocol 'sequential' it loads
+my $sqlite2 = sqlite_dir() . '/l2.db';
+$front->safe_psql('postgres', qq{
+	CREATE SERVER l2 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($sqlite2) ]}, busy_timeout '10000');
+	SELECT collegedb.add_shard('l2');
+	SELECT count(*) FROM collegedb.run_on_shard('l2', 'CREATE TABLE items (id INT PRIMARY KEY, grp INT, v INT, pad VARCHAR(100))');
+});
+my $lo = 3 * $rows + 20001;
+my $hi = $lo + 4999;
+$r = psql_outcome($front, "INSERT INTO items SELECT i, 0, 1, 's' FROM generate_series($lo, $hi) AS i");
+like($r->{stderr}, qr/cannot commit a transaction that wrote on several shards when/,
+	'two SQLite shards: a load over both fails at commit');
+like($r->{stderr}, qr/commit_protocol = 'sequential'/, '... with a hint saying what to do');
+is($front->safe_psql('postgres', "SELECT count(*) FROM items WHERE id BETWEEN $lo AND $hi"),
+	'0', '... and nothing of it stays');
+$r = psql_outcome($front,
+	"SET collegedb.commit_protocol = 'sequential';
+	 INSERT INTO items SELECT i, 0, 1, 's' FROM generate_series($lo, $hi) AS i");
+is($r->{stderr}, '', "with commit_protocol 'sequential' the load commits");
+is($front->safe_psql('postgres', "SELECT count(*), count(DISTINCT id) FROM items WHERE id BETWEEN $lo AND $hi"),
+	'5000|5000', '... every row once');
+
 done_testing();
