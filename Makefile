@@ -78,6 +78,8 @@ OBJS = \
 	src/fdw/fdw_plan.o \
 	src/fdw/shippable.o \
 	src/fdw/fdw_exec.o \
+	src/fdw/insert.o \
+	src/fdw/modify_keys.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \
 	src/sqlfuncs/config_funcs.o \

@@ -28,6 +28,9 @@ bool		CollegeDebug = false;
 int			CollegeFanoutConcurrency = 8;
 bool		CollegeFanoutPartial = false;
 int			CollegeFanoutTimeout = 10000;
+int			CollegeInsertBatchBytes = 1024 * 1024;
+int			CollegeInsertBatchRows = 1000;
+int			CollegeInsertProgress = 0;
 int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
 int			CollegeJobMaxDeaths = 3;
@@ -147,6 +150,33 @@ GucInit(void)
 							"A shard slower than this is cancelled and reported as a timeout; 0 waits without limit.",
 							&CollegeFanoutTimeout,
 							10000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.insert_batch_bytes",
+							"Sets how many bytes of rows an INSERT or COPY into a sharded foreign table buffers per shard before it sends them.",
+							NULL,
+							&CollegeInsertBatchBytes,
+							1024 * 1024, 1024, 64 * 1024 * 1024,
+							PGC_USERSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.insert_batch_rows",
+							"Sets how many rows an INSERT or COPY into a sharded foreign table buffers per shard before it sends them.",
+							"1 sends every row by itself.  Rows go one by one anyway with RETURNING, ON CONFLICT, row triggers after the insert, or computed placement.",
+							&CollegeInsertBatchRows,
+							1000, 1, 100000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.insert_progress",
+							"Sets how often an INSERT or COPY into a sharded foreign table reports, as a NOTICE, how many rows it has sent.",
+							"0 reports nothing.  COPY shows in pg_stat_progress_copy anyway.",
+							&CollegeInsertProgress,
+							0, 0, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -45,6 +45,14 @@ typedef int CdDialect;
 
 #define CD_MAX_DIALECTS 8
 
+/*
+ * How many keys a shard transaction's guards lock one by one before they
+ * lock the whole tombstone table instead (where the dialect's per-key locks
+ * are counted against a shared limit: PostgreSQL's advisory locks against
+ * max_locks_per_transaction).  See lock_table_sql.
+ */
+#define CD_GUARD_KEY_LOCKS 512
+
 /* an adapter's lexical rules (adapters/lexer.h) */
 typedef struct CdLexerRules CdLexerRules;
 
@@ -317,9 +325,27 @@ typedef struct CdConnInfo
  * guard_query: (the others) a query with $1 = the key that takes the
  *			 key's lock inside the transaction and returns moved_to when
  *			 the key has a tombstone; run before the statement.
+ * guard_keys_sql: the guard of a batch of keys (a bulk INSERT or COPY):
+ *			 one query, run in the batch's shard transaction before its rows
+ *			 are written, that takes every key's lock as the guard would (or
+ *			 the escalated lock, see lock_table_sql) and returns a row with a
+ *			 non-null moved_to when any of the keys has a tombstone.  With
+ *			 guard_keys_array its one parameter $1 is a text array literal of
+ *			 the keys; otherwise "%s" stands for $1, ..., $n, one per key.
+ * guard_keys_probe: (optional) a query whose one row is true when the
+ *			 shard has what guard_keys_sql needs (a shard prepared by an
+ *			 older collegedb may not: then shard_ddl runs again first).
  * lock_key_sql: a statement with $1 = the key that a mover runs in its
  *			 source transaction to take the key's lock exclusively, so that
  *			 guarded writers wait for the move to commit.
+ * lock_table_sql: (optional) a statement a mover runs in its source
+ *			 transaction right after lock_key_sql, before it reads any row:
+ *			 it conflicts with the lock a guard escalates to once a shard
+ *			 transaction has locked CD_GUARD_KEY_LOCKS keys one by one
+ *			 (PostgreSQL: ROW EXCLUSIVE against the guard's SHARE lock on
+ *			 collegedb_tombstones).  NULL where the guard's locks are
+ *			 bounded without it (MySQL's locks on the tombstone table's
+ *			 pages, SQLite's one database lock).
  * copy_lock_clause: (optional) what a mover appends to its read of the
  *			 key's rows on the source, so that the read waits for, and then
  *			 sees, the changes of a writer whose transaction is prepared but
@@ -547,7 +573,11 @@ typedef struct CdAdapter
 	const char *guard_release;
 	const char *guard_rollback_to;
 	const char *guard_query;
+	const char *guard_keys_sql;
+	bool		guard_keys_array;
+	const char *guard_keys_probe;
 	const char *lock_key_sql;
+	const char *lock_table_sql;
 	const char *copy_lock_clause;
 	const char *size_sql;
 	const char *key_match;

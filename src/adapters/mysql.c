@@ -582,6 +582,7 @@ const CdAdapter CdMysqlAdapter = {
 	 * insert waits for writers holding the guard's shared lock and makes
 	 * later guards wait for the move's commit.
 	 */
+	.guard_keys_sql = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key IN (%s) LIMIT 1 LOCK IN SHARE MODE",
 	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
 	/*

@@ -666,7 +666,13 @@ pg_exec(void *h, int nsetup, const char *const *setup, const char *sql,
  * collegedb_guard(key), which takes the key's shared advisory lock (a mover
  * takes it exclusively) and fails with SQLSTATE CD0M1
  * (ERRCODE_CD_GUARD_MOVED), naming the destination, when the key has moved
- * away.
+ * away.  The guard's locks are bounded (src/README.md, "The guard's lock
+ * footprint"): the first CD_GUARD_KEY_LOCKS keys of a shard transaction
+ * take their own lock, counted in a transaction-local setting (rolled back
+ * with a guard's savepoint, as its lock is); the next one takes
+ * collegedb_tombstones in SHARE mode instead, which conflicts with the
+ * ROW EXCLUSIVE lock a mover takes (lock_table_sql) before it reads any row,
+ * and covers every later key of the transaction.
  */
 static const char *const pg_shard_ddl[] = {
 	"CREATE TABLE IF NOT EXISTS collegedb_tombstones ("
@@ -675,13 +681,40 @@ static const char *const pg_shard_ddl[] = {
 	"PRIMARY KEY (table_name, shard_key))",
 	"CREATE INDEX IF NOT EXISTS collegedb_tombstones_key ON collegedb_tombstones (shard_key)",
 	"CREATE OR REPLACE FUNCTION collegedb_guard(k text) RETURNS void LANGUAGE plpgsql AS $cd$"
-	" DECLARE dest text;"
+	" DECLARE dest text; n int;"
 	" BEGIN"
-	"  PERFORM pg_advisory_xact_lock_shared(hashtextextended('collegedb:' || k, 0));"
+	"  n := coalesce(nullif(current_setting('collegedb_guard.keys', true), ''), '0')::int;"
+	"  IF n < " CppAsString2(CD_GUARD_KEY_LOCKS) " THEN"
+	"   PERFORM pg_advisory_xact_lock_shared(hashtextextended('collegedb:' || k, 0));"
+	"   PERFORM set_config('collegedb_guard.keys', (n + 1)::text, true);"
+	"  ELSIF n = " CppAsString2(CD_GUARD_KEY_LOCKS) " THEN"
+	"   LOCK TABLE collegedb_tombstones IN SHARE MODE;"
+	"   PERFORM set_config('collegedb_guard.keys', (n + 1)::text, true);"
+	"  END IF;"
 	"  SELECT moved_to INTO dest FROM collegedb_tombstones WHERE shard_key = k LIMIT 1;"
 	"  IF dest IS NOT NULL THEN"
 	"   RAISE EXCEPTION 'key moved to shard %', dest USING ERRCODE = '" CD_GUARD_MOVED_SQLSTATE "', DETAIL = dest;"
 	"  END IF;"
+	" END $cd$",
+	/* the guard of a batch: the same locks, one lookup of every key */
+	"CREATE OR REPLACE FUNCTION collegedb_guard_keys(ks text[]) RETURNS text LANGUAGE plpgsql AS $cd$"
+	" DECLARE n int; k text; dest text;"
+	" BEGIN"
+	"  n := coalesce(nullif(current_setting('collegedb_guard.keys', true), ''), '0')::int;"
+	"  IF n <= " CppAsString2(CD_GUARD_KEY_LOCKS) " THEN"
+	"   FOREACH k IN ARRAY ks LOOP"
+	"    EXIT WHEN n > " CppAsString2(CD_GUARD_KEY_LOCKS) ";"
+	"    IF n < " CppAsString2(CD_GUARD_KEY_LOCKS) " THEN"
+	"     PERFORM pg_advisory_xact_lock_shared(hashtextextended('collegedb:' || k, 0));"
+	"    ELSE"
+	"     LOCK TABLE collegedb_tombstones IN SHARE MODE;"
+	"    END IF;"
+	"    n := n + 1;"
+	"   END LOOP;"
+	"   PERFORM set_config('collegedb_guard.keys', n::text, true);"
+	"  END IF;"
+	"  SELECT moved_to INTO dest FROM collegedb_tombstones WHERE shard_key = ANY (ks) LIMIT 1;"
+	"  RETURN dest;"
 	" END $cd$",
 	NULL
 };
@@ -766,7 +799,11 @@ const CdAdapter CdPostgresAdapter = {
 	.guard_savepoint = "SAVEPOINT collegedb_guard",
 	.guard_release = "RELEASE SAVEPOINT collegedb_guard",
 	.guard_rollback_to = "ROLLBACK TO SAVEPOINT collegedb_guard",
+	.guard_keys_sql = "SELECT collegedb_guard_keys($1::text[])",
+	.guard_keys_array = true,
+	.guard_keys_probe = "SELECT to_regprocedure('collegedb_guard_keys(text[])') IS NOT NULL",
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
+	.lock_table_sql = "LOCK TABLE collegedb_tombstones IN ROW EXCLUSIVE MODE",
 	.two_phase_sql = &pg_two_phase,
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",

@@ -8,8 +8,9 @@
  * Reading uses an index scan with the latest snapshot, no SPI, so that a
  * cache miss costs one index probe.  Two writers, two rules: allocation
  * (MappingInsert: the first writer of a new key wins, so two sessions
- * writing the same new key end with one mapping and both use it) and a
- * move (MappingPoint: the move's target wins).  Lookup-key management and
+ * writing the same new key end with one mapping and both use it; for a
+ * batch of keys at once, MappingInsertMany) and a move (MappingPoint: the
+ * move's target wins).  Lookup-key management and
  * set_mapping live in the extension script (SQL functions).
  *
  *-------------------------------------------------------------------------
@@ -21,7 +22,10 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
@@ -34,6 +38,32 @@
 #define Anum_mapping_shard	3
 
 static SPIPlanPtr insert_plan = NULL;
+static SPIPlanPtr insert_many_plan = NULL;
+
+/* a key MappingInsertMany inserted, and its shard */
+typedef struct CdSavedKey
+{
+	char	   *key;			/* the hash key: a pointer to the string */
+	char	   *shard;
+} CdSavedKey;
+
+/*
+ * string_ptr_hash and string_ptr_match hash and compare CdSavedKey's key
+ * by the string it points to.
+ */
+static uint32
+string_ptr_hash(const void *key, Size keysize)
+{
+	const char *s = *(const char *const *) key;
+
+	return DatumGetUInt32(hash_any((const unsigned char *) s, strlen(s)));
+}
+
+static int
+string_ptr_match(const void *a, const void *b, Size keysize)
+{
+	return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
 
 /*
  * MappingFind looks a stored key up; on success copies its shard name
@@ -64,7 +94,9 @@ MappingFind(const char *stored_key, char *shard)
 		found = true;
 	}
 	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	/* the lock stays to the end of the transaction: the next probe, a bulk
+	 * load's next row, finds it held instead of taking it again */
+	table_close(rel, NoLock);
 	CatalogReleaseSnapshot(snapshot);
 	return found;
 }
@@ -88,6 +120,69 @@ MappingInsert(const char *stored_key, const char *shard, char *owner)
 		strlcpy(owner, shard, NAMEDATALEN);
 	else if (!MappingFind(stored_key, owner))
 		elog(ERROR, "mapping of a conflicting key vanished");
+}
+
+/*
+ * MappingInsertMany is MappingInsert for n keys in one statement (a batch
+ * of a bulk load): each stored_keys[i] -> shards[i] is saved unless the key
+ * has a mapping already, and owners + i * NAMEDATALEN gets the shard key i
+ * maps to afterwards.  A key listed twice is saved once, with its first
+ * shard, and both get that one.  A conflicting key that the statement did
+ * not insert is read back with the latest snapshot (a concurrent inserter
+ * committed it after the statement began).
+ */
+void
+MappingInsertMany(int n, char *const *stored_keys, const char *const *shards, char *owners)
+{
+	Datum	   *keys = palloc(sizeof(Datum) * n);
+	Datum	   *names = palloc(sizeof(Datum) * n);
+	Oid			types[2] = {TEXTARRAYOID, TEXTARRAYOID};
+	Datum		args[2];
+	CdCatalogRows rows;
+	HASHCTL		ctl;
+	HTAB	   *saved;
+
+	for (int i = 0; i < n; i++)
+	{
+		keys[i] = CStringGetTextDatum(stored_keys[i]);
+		names[i] = CStringGetTextDatum(shards[i]);
+	}
+	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[1] = PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
+	(void) CatalogExecPlan(&insert_many_plan,
+						   "INSERT INTO collegedb.mapping (key, record, shard) "
+						   "SELECT k, k, s FROM unnest($1::text[], $2::text[]) AS u(k, s) "
+						   "ON CONFLICT (key) DO NOTHING RETURNING key, shard",
+						   2, types, args, NULL, false, &rows);
+
+	/* what the statement inserted, by stored key */
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(CdSavedKey);
+	ctl.hash = string_ptr_hash;
+	ctl.match = string_ptr_match;
+	ctl.hcxt = CurrentMemoryContext;
+	saved = hash_create("collegedb saved keys", Max(rows.count, 16), &ctl,
+						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	for (uint64 r = 0; r < rows.count; r++)
+	{
+		char	   *key = CatalogText(&rows, r, 1);
+		bool		found;
+		CdSavedKey *entry = hash_search(saved, &key, HASH_ENTER, &found);
+
+		entry->shard = CatalogText(&rows, r, 2);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		char	   *key = stored_keys[i];
+		CdSavedKey *entry = hash_search(saved, &key, HASH_FIND, NULL);
+
+		if (entry)
+			strlcpy(owners + i * NAMEDATALEN, entry->shard, NAMEDATALEN);
+		else if (!MappingFind(stored_keys[i], owners + i * NAMEDATALEN))
+			elog(ERROR, "mapping of a conflicting key vanished");
+	}
+	hash_destroy(saved);
 }
 
 /*

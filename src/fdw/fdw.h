@@ -102,7 +102,24 @@ extern bool collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 extern List *collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
 								   Index resultRelation, int subplan_index);
 
+/*
+ * What a scan, direct modification or insert measured: its statements per
+ * shard, and for fan-outs how long they took and how long the slowest
+ * shard kept the others waiting, summed over every run.
+ */
+typedef struct FdwObserved
+{
+	CdRemoteObserver *observer; /* NULL: not instrumented */
+	int64		fanouts;
+	int			fanout_shards;	/* of the last one */
+	double		fanout_ms;
+	double		alone_ms;		/* the slowest shard alone, after the others */
+	char		slowest[NAMEDATALEN];	/* of the last fan-out */
+} FdwObserved;
+
 /* fdw_exec.c */
+extern void FdwObservedInit(FdwObserved *o, EState *estate);
+extern void FdwExplainObserved(FdwObserved *o, ExplainState *es);
 extern void collegedb_begin_scan(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate(ForeignScanState *node);
 extern void collegedb_rescan(ForeignScanState *node);
@@ -110,23 +127,36 @@ extern void collegedb_end_scan(ForeignScanState *node);
 extern void collegedb_begin_direct_modify(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate_direct_modify(ForeignScanState *node);
 extern void collegedb_end_direct_modify(ForeignScanState *node);
+extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
+												 TupleTableSlot *slot, TupleTableSlot *planSlot);
+/* insert.c */
 extern void collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 								   List *fdw_private, int subplan_index, int eflags);
 extern void collegedb_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo);
 extern TupleTableSlot *collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 											 TupleTableSlot *slot, TupleTableSlot *planSlot);
-extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
-												 TupleTableSlot *slot, TupleTableSlot *planSlot);
+extern int	collegedb_batch_size(ResultRelInfo *rinfo);
+extern TupleTableSlot **collegedb_exec_batch_insert(EState *estate, ResultRelInfo *rinfo,
+													TupleTableSlot **slots,
+													TupleTableSlot **planSlots, int *numSlots);
+extern void collegedb_end_modify(EState *estate, ResultRelInfo *rinfo);
+extern void collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo);
+extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+									 List *fdw_private, int subplan_index, ExplainState *es);
+
+/* modify_keys.c */
+extern int64 FdwWriteKeys(const char *const *sql, List *split, int nparams, CdParam *params,
+						  char **keys, Datum *values, int nkeys, Oid type, CdRowSink *sink);
+
 /* fdw_keys.c */
 extern char *FdwKeyText(Datum value, Oid type);
 extern char **FdwDistinctKeys(Datum *keys, bool *keynulls, int nkeys, Oid type);
-extern bool FdwKeysGroupable(int nparams, int key_param, List *split, bool is_write);
+extern bool FdwKeysGroupable(int nparams, int key_param, List *split);
+extern char *FdwGroupedKeyText(const char *sql, List *split, int dialect, int first, int n);
 extern int64 FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 						 char **keys, Datum *values, int nkeys, Oid type,
 						 CdForeignTable *table, RecordRowSink *sink);
 
 extern void collegedb_explain_scan(ForeignScanState *node, ExplainState *es);
-extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
-									 List *fdw_private, int subplan_index, ExplainState *es);
 
 #endif							/* COLLEGEDB_FDW_H */

@@ -13,9 +13,7 @@
  * shard only.  Rows are converted to the table's column types as they
  * arrive and kept in a tuplestore (which spills to disk).
  *
- * INSERT routes each row by its key value (allocating and mapping a new
- * key, guarded like every routed write); RETURNING gives the row as
- * inserted.  UPDATE and DELETE run whole on the key's shard(s), guarded,
+ * INSERT and COPY FROM are insert.c's.  UPDATE and DELETE run whole on the key's shard(s), guarded,
  * and RETURNING gives the rows the shard returns (where the dialect has
  * UPDATE ... RETURNING).
  *
@@ -122,26 +120,11 @@ FdwTableInfo(Oid relid)
 /* Per-shard timings under instrumentation (EXPLAIN ANALYZE) */
 
 /*
- * What a scan, direct modification or insert measured: its statements per
- * shard, and for fan-outs how long they took and how long the slowest
- * shard kept the others waiting, summed over every run.
- */
-typedef struct FdwObserved
-{
-	CdRemoteObserver *observer; /* NULL: not instrumented */
-	int64		fanouts;
-	int			fanout_shards;	/* of the last one */
-	double		fanout_ms;
-	double		alone_ms;		/* the slowest shard alone, after the others */
-	char		slowest[NAMEDATALEN];	/* of the last fan-out */
-} FdwObserved;
-
-/*
- * observed_init sets up measuring when the query's nodes are instrumented
+ * FdwObservedInit sets up measuring when the query's nodes are instrumented
  * (their Instrumentation comes only after the node's Begin callback).
  */
-static void
-observed_init(FdwObserved *o, EState *estate)
+void
+FdwObservedInit(FdwObserved *o, EState *estate)
 {
 	memset(o, 0, sizeof(*o));
 	if (estate->es_instrument == 0)
@@ -233,12 +216,12 @@ timing_name_cmp(const void *a, const void *b)
 }
 
 /*
- * explain_observed shows what 'o' measured: per shard the statements, the
+ * FdwExplainObserved shows what 'o' measured: per shard the statements, the
  * rows, and (with TIMING) the time to the first row and in all; for
  * fan-outs their time and the wait for the slowest shard.
  */
-static void
-explain_observed(FdwObserved *o, ExplainState *es)
+void
+FdwExplainObserved(FdwObserved *o, ExplainState *es)
 {
 	CdRemoteObserver *obs = o->observer;
 	bool		timing = es->timing && obs->timing;
@@ -361,7 +344,7 @@ scan_state(ForeignScanState *node, bool is_write)
 	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	foreach(lc, plan->fdw_exprs)
 		st->param_types = lappend_oid(st->param_types, exprType(lfirst(lc)));
-	observed_init(&st->observed, node->ss.ps.state);
+	FdwObservedInit(&st->observed, node->ss.ps.state);
 	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state,
 										is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
 										RelationGetDescr(node->ss.ss_currentRelation),
@@ -501,22 +484,29 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 		}
 		texts = nulls[k] ? NULL : FdwDistinctKeys(keys, keynulls, nkeys, type);
 
-		if (texts && st->key_is_array && st->store &&
-			FdwKeysGroupable(nparams, st->key_param, st->key_split, st->is_write))
+		if (texts && st->key_is_array && st->store && !st->is_write &&
+			FdwKeysGroupable(nparams, st->key_param, st->key_split))
 		{
 			st->rows = FdwReadKeys(st->sql, st->key_split, nparams, params, texts, keys,
 								   nkeys, type, st->table, &sink);
 			return;
 		}
-		for (int i = 0; i < nkeys && !nulls[k]; i++)
+		if (texts && st->key_is_array && st->is_write &&
+			FdwKeysGroupable(nparams, st->key_param, st->key_split))
+			st->rows = FdwWriteKeys(st->sql, st->key_split, nparams, params, texts, keys,
+									nkeys, type, rows_to);
+		else
 		{
-			char	   *key = texts[i];
+			for (int i = 0; i < nkeys && !nulls[k]; i++)
+			{
+				char	   *key = texts[i];
 
-			if (key == NULL)
-				continue;
-			ValuesToParam(keys[i], false, type, &params[k]);
-			st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
-											  rows_to, st->is_write);
+				if (key == NULL)
+					continue;
+				ValuesToParam(keys[i], false, type, &params[k]);
+				st->rows += RouterExecuteDialects(key, strlen(key), st->sql, nparams, params,
+												  rows_to, st->is_write);
+			}
 		}
 	}
 	else
@@ -698,129 +688,7 @@ collegedb_end_direct_modify(ForeignScanState *node)
 	collegedb_end_scan(node);
 }
 
-/* INSERT */
-
-typedef struct FdwInsertState
-{
-	CdForeignTable *table;
-	const char *sql[CD_MAX_DIALECTS];
-	int			ncols;
-	AttrNumber *attnums;
-	MemoryContext row_context;	/* reset after each row */
-	FdwObserved observed;		/* under EXPLAIN ANALYZE */
-} FdwInsertState;
-
-/*
- * begin_insert sets up the insertion of rows into a foreign table, for
- * INSERT (collegedb_begin_modify) and for COPY FROM and rows routed to a
- * partition (collegedb_begin_foreign_insert).
- */
-static void
-begin_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
-{
-	FdwInsertState *st;
-	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
-
-	st = palloc0(sizeof(FdwInsertState));
-	st->table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
-	st->attnums = palloc(sizeof(AttrNumber) * Max(desc->natts, 1));
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (!att->attisdropped && !att->attgenerated)
-			st->attnums[st->ncols++] = att->attnum;
-	}
-	DeparseInsert(st->table, st->ncols, st->attnums, st->sql);
-	observed_init(&st->observed, mtstate->ps.state);
-	st->row_context = AllocSetContextCreate(mtstate->ps.state->es_query_cxt,
-											"collegedb insert row",
-											ALLOCSET_DEFAULT_SIZES);
-	rinfo->ri_FdwState = st;
-}
-
-void
-collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
-					   List *fdw_private, int subplan_index, int eflags)
-{
-	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
-		return;
-	begin_insert(mtstate, rinfo);
-}
-
-/*
- * collegedb_begin_foreign_insert prepares COPY FROM into a foreign table,
- * and the rows an INSERT or COPY into a partitioned table routes to a
- * foreign partition: each row then goes as an INSERT's would.
- */
-void
-collegedb_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
-{
-	begin_insert(mtstate, rinfo);
-}
-
-/*
- * insert_row sends one row where its key belongs; see collegedb_exec_insert.
- */
-static void
-insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
-{
-	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
-	CdParam    *params = palloc(sizeof(CdParam) * Max(st->ncols, 1));
-	char	   *key = NULL;
-
-	slot_getallattrs(slot);
-	for (int i = 0; i < st->ncols; i++)
-	{
-		AttrNumber	attno = st->attnums[i];
-		Form_pg_attribute att = TupleDescAttr(desc, attno - 1);
-
-		ValuesToParam(slot->tts_values[attno - 1], slot->tts_isnull[attno - 1],
-					  att->atttypid, &params[i]);
-		if (attno == st->table->key_attno && !slot->tts_isnull[attno - 1])
-			key = FdwKeyText(slot->tts_values[attno - 1], att->atttypid);
-	}
-
-	if (st->table->shard)
-	{
-		const CdShard *shard = ShardLookup(st->table->shard);
-
-		(void) RemoteExecute(shard, st->sql[shard->dialect], st->ncols, params, NULL, true);
-		return;
-	}
-	if (key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CD_SHARD_KEY_REQUIRED),
-				 errmsg("a row of sharded table \"%s\" needs a key",
-						RelationGetRelationName(rinfo->ri_RelationDesc)),
-				 errdetail("Column \"%s\" is null.",
-						   NameStr(TupleDescAttr(desc, st->table->key_attno - 1)->attname))));
-	(void) RouterExecuteDialects(key, strlen(key), st->sql, st->ncols, params, NULL, true);
-}
-
-/*
- * collegedb_exec_insert inserts one row where its key belongs (a new key
- * is allocated and mapped, as with collegedb.run), in a memory context
- * reset after the row: its parameters, its routing and its statement
- * leave nothing behind, however many rows an INSERT ... SELECT sends.
- */
-TupleTableSlot *
-collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
-					  TupleTableSlot *slot, TupleTableSlot *planSlot)
-{
-	FdwInsertState *st = rinfo->ri_FdwState;
-	MemoryContext old = MemoryContextSwitchTo(st->row_context);
-	CdRemoteObserver *previous = NULL;
-
-	if (st->observed.observer)
-		previous = RemoteObserve(st->observed.observer);
-	insert_row(st, rinfo, slot);
-	if (st->observed.observer)
-		(void) RemoteObserve(previous);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(st->row_context);
-	return slot;
-}
+/* INSERT: insert.c */
 
 /*
  * collegedb_exec_row_modify is never reached: an UPDATE or DELETE either
@@ -904,17 +772,5 @@ collegedb_explain_scan(ForeignScanState *node, ExplainState *es)
 
 	explain_targets(plan, FdwTableInfo(RelationGetRelid(rel)), es);
 	if (es->analyze && st && st->observed.observer)
-		explain_observed(&st->observed, es);
-}
-
-void
-collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
-						 List *fdw_private, int subplan_index, ExplainState *es)
-{
-	CdForeignTable *table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
-	FdwInsertState *st = rinfo->ri_FdwState;
-
-	ExplainPropertyText("Shards", table->shard ? table->shard : "each row's key's", es);
-	if (es->analyze && st && st->observed.observer)
-		explain_observed(&st->observed, es);
+		FdwExplainObserved(&st->observed, es);
 }

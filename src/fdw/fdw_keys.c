@@ -22,7 +22,8 @@
  * read would after that first read (RouterReadMissed: its tombstone, the
  * other candidates), with the planned one-key text, after the fan-out.
  * The caller has already dropped NULL keys and repeats, as IN does.
- * Writes by a list of keys stay per key: each is guarded on its own.
+ * Writes by a list of keys are grouped per shard too, with their guards
+ * (modify_keys.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -170,24 +171,25 @@ key_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 }
 
 /*
- * FdwKeysGroupable says whether a scan's keys can be read grouped per
- * shard: a read whose key is a list, planned with its key's place in the
- * text, the key its last parameter.
+ * FdwKeysGroupable says whether a scan's (or a direct modification's) keys
+ * can be sent grouped per shard: a key that is a list, planned with its
+ * key's place in the text, the key its last parameter.
  */
 bool
-FdwKeysGroupable(int nparams, int key_param, List *split, bool is_write)
+FdwKeysGroupable(int nparams, int key_param, List *split)
 {
-	return !is_write && split != NIL && key_param == nparams &&
+	return split != NIL && key_param == nparams &&
 		list_length(split) == 2 * AdapterCount();
 }
 
 /*
- * grouped_text puts the dialect's list of keys where the key's " = $k"
+ * FdwGroupedKeyText puts the dialect's list of keys where the key's " = $k"
  * stands in 'sql' (the dialect's text): its key_list_sql with $first, or
- * " IN ($first, ..., $first + n - 1)".
+ * " IN ($first, ..., $first + n - 1)".  Reads here, writes in
+ * modify_keys.c.
  */
-static char *
-grouped_text(const char *sql, List *split, int dialect, int first, int n)
+char *
+FdwGroupedKeyText(const char *sql, List *split, int dialect, int first, int n)
 {
 	const CdAdapter *adapter = AdapterForDialect(dialect);
 	int			start = intVal(list_nth(split, 2 * dialect));
@@ -313,7 +315,7 @@ group_next(CdFanoutShard *out)
 			ValuesToParam(g->sink.keys[Min(i, m - 1)]->value, false, g->type,
 						  &g->chunk[fixed + i]);
 	}
-	out->sql = grouped_text(g->sql[g->shard->dialect], g->split, g->shard->dialect,
+	out->sql = FdwGroupedKeyText(g->sql[g->shard->dialect], g->split, g->shard->dialect,
 							g->nparams, sent);
 	out->nparams = fixed + sent;
 	out->params = g->chunk;

@@ -4,7 +4,7 @@
  *	  The handler of the collegedb foreign-data wrapper.
  *
  * Planning is in fdw_plan.c, the remote statements in deparse.c, execution
- * in fdw_exec.c (README.md, "Sharded foreign tables"; src/README.md, "A
+ * in fdw_exec.c and (INSERT, COPY FROM) insert.c (README.md, "Sharded foreign tables"; src/README.md, "A
  * guarded write").
  *
  *-------------------------------------------------------------------------
@@ -46,7 +46,11 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->PlanForeignModify = collegedb_plan_modify;
 	routine->BeginForeignModify = collegedb_begin_modify;
 	routine->ExecForeignInsert = collegedb_exec_insert;
+	routine->GetForeignModifyBatchSize = collegedb_batch_size;
+	routine->ExecForeignBatchInsert = collegedb_exec_batch_insert;
+	routine->EndForeignModify = collegedb_end_modify;
 	routine->BeginForeignInsert = collegedb_begin_foreign_insert;
+	routine->EndForeignInsert = collegedb_end_foreign_insert;
 	routine->ExecForeignUpdate = collegedb_exec_row_modify;
 	routine->ExecForeignDelete = collegedb_exec_row_modify;
 	routine->ExplainForeignModify = collegedb_explain_modify;

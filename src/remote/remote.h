@@ -126,6 +126,7 @@ extern void ObservedRowSinkInit(ObservedRowSink *sink, CdRowSink *inner,
 /* values.c */
 extern CdParam *ValuesFromVariadic(FunctionCallInfo fcinfo, int first, int *nparams);
 extern void ValuesToParam(Datum value, bool isnull, Oid typid, CdParam *param);
+extern char *ValuesArrayLiteral(char *const *texts, const int *lens, int n);
 extern Jsonb *ValuesRowToJsonb(int ncols, const char *const *names, const CdCell *cells);
 extern Datum ValuesCellToDatum(const CdCell *cell, Oid typid, int32 typmod,
 							   FmgrInfo *input, Oid ioparam, bool *isnull);

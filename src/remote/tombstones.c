@@ -28,6 +28,7 @@
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "cd_errcodes.h"
 #include "remote/connection_internal.h"
@@ -205,6 +206,98 @@ TombstoneExecuteGuarded(const CdShard *shard, const char *key, int key_len,
 	}
 }
 
+/* the servers whose guard_keys_probe this backend saw answer true */
+static List *guard_keys_ready = NIL;
+
+/*
+ * ensure_guard_keys makes sure, once per backend and shard, that 'shard'
+ * has what its adapter's guard_keys_sql calls: a shard that add_shard
+ * prepared before 0.3 has no batch guard, and gets it (with the bounded
+ * guard of single keys) from its shard_ddl, which is idempotent.
+ */
+static void
+ensure_guard_keys(const CdShard *shard, const CdAdapter *adapter)
+{
+	CaptureRowSink found;
+	MemoryContext old;
+
+	if (adapter->guard_keys_probe == NULL ||
+		list_member_oid(guard_keys_ready, shard->serverid))
+		return;
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard, adapter->guard_keys_probe, 0, NULL, &found.base, true);
+	if (found.rows == NIL || ((CdParam *) linitial(found.rows))[0].str == NULL ||
+		((CdParam *) linitial(found.rows))[0].str[0] != 't')
+	{
+		/* in this transaction: probed again next time, in case it aborts */
+		TombstonePrepareShard(shard);
+		return;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	guard_keys_ready = lappend_oid(guard_keys_ready, shard->serverid);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * TombstoneGuardKeys guards a batch of writes on 'shard', one per key of
+ * 'keys' (a bulk INSERT or COPY, fdw/insert.c): in the shard's write
+ * transaction, it takes every key's lock as TombstoneExecuteGuarded's
+ * guard would (CdAdapter.guard_keys_sql; past CD_GUARD_KEY_LOCKS keys the
+ * escalated table lock) and looks up the keys' tombstones in one query.
+ * It returns where one of the keys moved to, NULL when none did; the
+ * locks stay with the transaction either way, so the batch's rows written
+ * after it are ordered before any move of their keys.  A caller told that
+ * a key moved sends the batch's rows one by one, each guarded and
+ * following its own tombstone.
+ */
+char *
+TombstoneGuardKeys(const CdShard *shard, int nkeys, char *const *keys, const int *key_lens)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	CaptureRowSink found;
+	CdParam    *params;
+	int			nparams;
+	char	   *sql;
+	ListCell   *lc;
+
+	for (int i = 0; i < nkeys; i++)
+		TombstoneEnsureKeyFits(shard, keys[i], key_lens[i], false);
+	ensure_guard_keys(shard, adapter);
+	if (adapter->guard_keys_array)
+	{
+		char	   *array = ValuesArrayLiteral(keys, key_lens, nkeys);
+
+		params = palloc(sizeof(CdParam));
+		params[0] = key_param(array, strlen(array), true);
+		nparams = 1;
+		sql = (char *) adapter->guard_keys_sql;
+	}
+	else
+	{
+		StringInfoData list;
+
+		initStringInfo(&list);
+		params = palloc(sizeof(CdParam) * nkeys);
+		for (int i = 0; i < nkeys; i++)
+		{
+			params[i] = key_param(keys[i], key_lens[i], true);
+			appendStringInfo(&list, "%s$%d", i ? ", " : "", i + 1);
+		}
+		nparams = nkeys;
+		sql = psprintf(adapter->guard_keys_sql, list.data);
+	}
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard, sql, nparams, params, &found.base, true);
+	foreach(lc, found.rows)
+	{
+		CdParam    *row = lfirst(lc);
+
+		if (row[0].kind != CD_VALUE_NULL && row[0].str)
+			return pstrdup(row[0].str);
+	}
+	return NULL;
+}
+
 /*
  * TombstoneLookup returns where a key moved to from 'shard', NULL when it
  * has no tombstone there.
@@ -225,15 +318,25 @@ TombstoneLookup(const CdShard *shard, const char *key, int key_len)
 /*
  * TombstoneLockKey takes the key's lock on 'shard' exclusively in its remote
  * transaction (opening it), so that guarded writers of the key wait for
- * the move's commit.
+ * the move's commit, whether their guard locked the key or, past
+ * CD_GUARD_KEY_LOCKS keys, the tombstone table.
  */
 void
 TombstoneLockKey(const CdShard *shard, const char *key)
 {
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
 	CdParam		kp = key_param(key, strlen(key), true);
 
-	(void) RemoteExecuteInternal(shard, AdapterForDialect(shard->dialect)->lock_key_sql,
-								 1, &kp, NULL, true);
+	(void) RemoteExecuteInternal(shard, adapter->lock_key_sql, 1, &kp, NULL, true);
+
+	/*
+	 * Then the table lock that a guard escalated to conflicts with: after
+	 * the key's lock, so that a writer still locking keys one by one never
+	 * waits for a mover that waits for it (the mover waits on the key, the
+	 * writer's escalation finds no table lock held).
+	 */
+	if (adapter->lock_table_sql)
+		(void) RemoteExecuteInternal(shard, adapter->lock_table_sql, 0, NULL, NULL, true);
 }
 
 /*

@@ -22,6 +22,8 @@ extern int64 TombstoneExecuteGuarded(const CdShard *shard, const char *key, int 
 extern char *TombstoneLookup(const CdShard *shard, const char *key, int key_len);
 
 /* a mover's, in the shards' open remote transactions */
+extern char *TombstoneGuardKeys(const CdShard *shard, int nkeys, char *const *keys,
+								const int *key_lens);
 extern void TombstoneLockKey(const CdShard *shard, const char *key);
 extern char *TombstoneFind(const CdShard *shard, const char *key);
 extern void TombstoneDrop(const CdShard *shard, const char *key, bool placeholder_only);

@@ -76,6 +76,33 @@ encode_timestamp(Timestamp ts, CdValueKind kind, CdParam *param)
 }
 
 /*
+ * ValuesArrayLiteral renders n texts as one array literal in PostgreSQL's
+ * text form ("{"a","b"}"), each element quoted, for a statement that
+ * takes a list of keys as one parameter.
+ */
+char *
+ValuesArrayLiteral(char *const *texts, const int *lens, int n)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < n; i++)
+	{
+		appendStringInfoString(&buf, i ? ",\"" : "\"");
+		for (int c = 0; c < lens[i]; c++)
+		{
+			if (texts[i][c] == '"' || texts[i][c] == '\\')
+				appendStringInfoChar(&buf, '\\');
+			appendStringInfoChar(&buf, texts[i][c]);
+		}
+		appendStringInfoChar(&buf, '"');
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/*
  * ValuesToParam converts one PostgreSQL value to a CdParam.
  */
 void

@@ -69,6 +69,7 @@ typedef struct MappingCacheEntry
 
 static MemoryContext cache_context = NULL;
 static HTAB *mapping_cache = NULL;
+static CdRoute resolve(const char *key, int key_len, bool for_write, bool save, bool *defer);
 static bool saved_in_xact = false;
 
 uint64		RouterCacheHits = 0;
@@ -284,10 +285,13 @@ may_share(void)
  * when fresh, else from the shared cache when fresh, else from the mapping
  * store; NULL when unmapped.  Under computed placement and the slots
  * strategy the absence of a mapping (an exception) is cached too: there
- * the mapping table's trigger also reports new rows.
+ * the mapping table's trigger also reports new rows.  Without 'fill' (a
+ * bulk load's keys, most of them seen once) what it reads is not cached,
+ * and the shared cache is not asked: filling and evicting both caches
+ * for every row of a load costs more than the load's own work.
  */
 static const char *
-find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
+find_mapping(const char *key, int key_len, const uint8 *digest, char *buf, bool fill)
 {
 	const CdConfig *config = ConfigGet();
 	TimestampTz now = GetCurrentStatementStartTimestamp();
@@ -305,7 +309,7 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 		return entry->shard[0] ? entry->shard : NULL;
 	}
 	RouterCacheMisses++;
-	share = ttl > 0 && may_share();
+	share = ttl > 0 && may_share() && fill;
 	if (share)
 	{
 		if (SharedCacheGet(digest, buf, &fetched_at) && now - fetched_at < ttl)
@@ -324,7 +328,8 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf)
 		return NULL;
 	if (!found)
 		buf[0] = '\0';
-	cache_put(digest, buf, now);
+	if (fill)
+		cache_put(digest, buf, now);
 	if (share)
 		SharedCachePut(digest, buf, now, generation);
 	return found ? buf : NULL;
@@ -343,7 +348,7 @@ RouterFindMapping(const char *key, int key_len, const CdShard **shard)
 	const char *name;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf);
+	name = find_mapping(key, key_len, digest, buf, true);
 	if (name == NULL)
 		return false;
 	*shard = ShardLookup(name);
@@ -423,6 +428,66 @@ narrow_to_moving_source(CdRoute *route, const char *stored)
 CdRoute
 RouterResolve(const char *key, int key_len, bool for_write, bool save)
 {
+	return resolve(key, key_len, for_write, save, NULL);
+}
+
+/*
+ * RouterResolveBatched is RouterResolve of a write (for_write and save)
+ * for a row that waits in a batch (fdw/insert.c): a new key under KV
+ * placement gets the write strategy's pick, taking a round-robin turn as a
+ * saved pick does, but its mapping is not saved yet: *is_new says so, and
+ * the caller saves the batch's new keys with RouterSaveNewKeys before it
+ * sends their rows.
+ */
+CdRoute
+RouterResolveBatched(const char *key, int key_len, bool *is_new)
+{
+	*is_new = false;
+	return resolve(key, key_len, true, true, is_new);
+}
+
+/*
+ * RouterSaveNewKeys saves the mappings of n new keys (RouterResolveBatched
+ * said is_new) to the shards picked for them, in one statement
+ * (MappingInsertMany), with MappingInsert's rule: a key that has a
+ * mapping by now (a concurrent writer's, or an earlier row's of the same
+ * batch) keeps it.  owners[i] is the shard key i maps to afterwards; a row
+ * whose owner is not the shard picked for it must go there instead.
+ */
+void
+RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
+				  const CdShard *const *picked, const CdShard **owners)
+{
+	char	  **stored = palloc(sizeof(char *) * Max(n, 1));
+	const char **shards = palloc(sizeof(char *) * Max(n, 1));
+	char	   *names = palloc(NAMEDATALEN * Max(n, 1));
+	uint8	   *digests = palloc(PG_SHA256_DIGEST_LENGTH * Max(n, 1));
+
+	if (n == 0)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		digest_key(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
+		stored[i] = stored_form(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
+		shards[i] = picked[i]->name;
+	}
+	MappingInsertMany(n, stored, shards, names);
+	saved_in_xact = true;
+	/* not cached, as find_mapping without fill: a load's keys come once */
+	for (int i = 0; i < n; i++)
+	{
+		owners[i] = strcmp(names + i * NAMEDATALEN, picked[i]->name) == 0 ?
+			picked[i] : ShardLookup(names + i * NAMEDATALEN);
+	}
+}
+
+/*
+ * resolve is RouterResolve; with 'defer' (a batched write), a new key's
+ * mapping is not saved but *defer set (RouterResolveBatched).
+ */
+static CdRoute
+resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
+{
 	const CdConfig *config = ConfigGet();
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	char		buf[NAMEDATALEN];
@@ -430,7 +495,7 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 	CdRoute		route;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf);
+	name = find_mapping(key, key_len, digest, buf, defer == NULL);
 	if (name != NULL)
 		return single_route(ShardLookup(name),
 							config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
@@ -475,7 +540,12 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
 	route = single_route(RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
 										key, key_len, save),
 						 CD_ROUTE_STRATEGY);
-	if (save)
+	if (save && defer)
+	{
+		*defer = true;
+		route.source = CD_ROUTE_ALLOCATED;
+	}
+	else if (save)
 	{
 		MappingInsert(stored_form(key, key_len, digest), route.shard->name, buf);
 		saved_in_xact = true;

@@ -53,6 +53,9 @@ extern uint64 RouterSharedHits;
 extern uint64 RouterSharedMisses;
 
 extern CdRoute RouterResolve(const char *key, int key_len, bool for_write, bool save);
+extern CdRoute RouterResolveBatched(const char *key, int key_len, bool *is_new);
+extern void RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
+							  const CdShard *const *picked, const CdShard **owners);
 extern bool RouterFindMapping(const char *key, int key_len, const CdShard **shard);
 extern char *RouterStoredKey(const char *key, int key_len);
 extern const char *RouterSourceName(CdRouteSource source);
