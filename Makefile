@@ -74,6 +74,10 @@ OBJS = \
 	src/fdw/handler.o \
 	src/fdw/fdw_plan.o \
 	src/fdw/shippable.o \
+	src/fdw/upper.o \
+	src/fdw/upper_sql.o \
+	src/fdw/upper_exec.o \
+	src/fdw/fanout_check.o \
 	src/fdw/fdw_exec.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \

@@ -473,6 +473,12 @@ typedef enum CdTypeFamily
  *			 under "C" (<> under any deterministic collation).  NULL: never.
  * text_like: PostgreSQL's LIKE (case-sensitive, backslash escapes, per
  *			 character), %3$s "LIKE" or "NOT LIKE".  NULL: never.
+ * agg_bool_and, agg_bool_or: the aggregate that computes bool_and and
+ *			 bool_or of %s there (NULL over no rows); NULL: not sent.
+ *
+ * count, sum and avg of integers and numeric, min and max are sent where
+ * the comparisons and arithmetic above say the dialect computes them
+ * exactly (fdw/upper.c).
  */
 typedef struct CdExprRules
 {
@@ -485,6 +491,8 @@ typedef struct CdExprRules
 	const char *text_equal;
 	const char *text_compare;
 	const char *text_like;
+	const char *agg_bool_and;
+	const char *agg_bool_or;
 } CdExprRules;
 
 /* What an asynchronous statement needs next (see CdAdapter.poll) */

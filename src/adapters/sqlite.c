@@ -513,6 +513,8 @@ static const CdExprRules sqlite_expr_rules = {
 	.int_widening = CD_FAMILY_BIT(CD_FAMILY_INT8) | CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
 	.text_equal = "%1$s = %2$s COLLATE BINARY",
 	.text_compare = "%1$s %3$s %2$s COLLATE BINARY",
+	.agg_bool_and = "min(%s)",
+	.agg_bool_or = "max(%s)",
 };
 
 const CdAdapter CdSqliteAdapter = {
