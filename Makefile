@@ -77,7 +77,8 @@ OBJS = \
 	src/fdw/upper.o \
 	src/fdw/upper_sql.o \
 	src/fdw/upper_exec.o \
-	src/fdw/fanout_check.o \
+	src/fdw/topn.o \
+	src/fdw/shard_run.o \
 	src/fdw/fdw_exec.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \

@@ -102,6 +102,10 @@ INSERT INTO fid_forms (ordered, sql) VALUES
   (true, 'SELECT id, d FROM %T ORDER BY d DESC NULLS LAST, id LIMIT 4'),
   (true, 'SELECT id, ts FROM %T ORDER BY ts, id LIMIT 4'),
   (true, 'SELECT grp, count(*) FROM %T GROUP BY grp ORDER BY count(*) DESC, grp LIMIT 3'),
+  (true, 'SELECT id, big FROM %T ORDER BY big DESC NULLS FIRST, price, grp LIMIT 6'),
+  (true, 'SELECT id, price * 2 FROM %T WHERE grp > 2 ORDER BY price, big LIMIT 5'),
+  (true, 'SELECT id FROM %T WHERE flag ORDER BY ts DESC, grp LIMIT 3'),
+  (true, 'SELECT id, f FROM %T ORDER BY f DESC NULLS LAST, grp LIMIT 2 OFFSET 1'),
   (false, 'SELECT a.id, b.id FROM %T a JOIN %T b ON a.id = b.id WHERE a.grp = 1'),
   (false, 'SELECT a.id FROM %T a LEFT JOIN %T b ON a.id = b.id AND b.grp = 2 WHERE b.id IS NULL AND a.grp = 3'),
   (false, 'SELECT a.id FROM %T a WHERE EXISTS (SELECT 1 FROM %T b WHERE b.id = a.id AND b.grp = 4)'),
@@ -175,6 +179,15 @@ SELECT grp, count(*), sum(price), avg(grp), min(d), max(big), bool_and(flag), bo
   FROM fid GROUP BY grp HAVING count(*) > 1 ORDER BY grp NULLS FIRST;
 SELECT count(*), sum(grp), avg(price), min(price), max(ts) FROM fid WHERE grp > 100;
 SELECT grp, count(*) FROM fid WHERE grp > 100 GROUP BY grp;
+
+-- ORDER BY ... LIMIT: each shard sorts and limits, the front sorts the
+-- shards' rows again (not for text keys: each shard has its collation)
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, price FROM fid ORDER BY price DESC NULLS LAST, grp LIMIT 5;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, grp * 2 FROM fid WHERE flag ORDER BY grp NULLS FIRST, big LIMIT 3 OFFSET 2;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM fid ORDER BY name LIMIT 3;
+SELECT id, price FROM fid ORDER BY price DESC NULLS LAST, grp, id LIMIT 5;
+SELECT id, grp * 2 FROM fid WHERE flag ORDER BY grp NULLS FIRST, big LIMIT 3 OFFSET 2;
+SELECT id, d FROM fid ORDER BY d, id LIMIT 4;
 
 -- a move in flight: the key's rows count once, from the shard it lives on.
 -- The journal says a move of 'mv' is under way (held by this session, so

@@ -475,6 +475,8 @@ typedef enum CdTypeFamily
  *			 character), %3$s "LIKE" or "NOT LIKE".  NULL: never.
  * agg_bool_and, agg_bool_or: the aggregate that computes bool_and and
  *			 bool_or of %s there (NULL over no rows); NULL: not sent.
+ * nulls_order: ORDER BY takes NULLS FIRST / NULLS LAST; otherwise a sort
+ *			 is written "(x IS NULL) ASC, x" (NULLS LAST) or "... DESC, x".
  *
  * count, sum and avg of integers and numeric, min and max are sent where
  * the comparisons and arithmetic above say the dialect computes them
@@ -493,6 +495,7 @@ typedef struct CdExprRules
 	const char *text_like;
 	const char *agg_bool_and;
 	const char *agg_bool_or;
+	bool		nulls_order;
 } CdExprRules;
 
 /* What an asynchronous statement needs next (see CdAdapter.poll) */

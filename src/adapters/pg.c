@@ -732,6 +732,7 @@ static const CdExprRules pg_expr_rules = {
 	.store_checked = true,
 	.agg_bool_and = "bool_and(%s)",
 	.agg_bool_or = "bool_or(%s)",
+	.nulls_order = true,
 };
 
 const CdAdapter CdPostgresAdapter = {

@@ -289,6 +289,12 @@ collegedb_get_upper_paths(PlannerInfo *root, UpperRelationKind stage,
 	ForeignPath *path;
 	double		groups;
 
+	if (stage == UPPERREL_ORDERED && output_rel->fdw_private == NULL)
+	{
+		output_rel->fdw_private = info;
+		TopnPaths(root, input_rel, output_rel, upper_fleet_dialects());
+		return;
+	}
 	if (stage != UPPERREL_GROUP_AGG || input_rel->reloptkind != RELOPT_BASEREL ||
 		info == NULL || output_rel->fdw_private != NULL)
 		return;
@@ -338,57 +344,114 @@ collegedb_get_any_plan(PlannerInfo *root, RelOptInfo *rel, Oid foreigntableid,
 					   ForeignPath *best_path, List *tlist, List *scan_clauses,
 					   Plan *outer_plan)
 {
+	if (rel->reloptkind == RELOPT_UPPER_REL && linitial(best_path->fdw_private) != NULL &&
+		IsA(linitial(best_path->fdw_private), String))
+		return TopnPlan(best_path, tlist, outer_plan);
 	if (rel->reloptkind == RELOPT_UPPER_REL)
 		return upper_plan(root, rel, best_path, tlist, outer_plan);
 	return collegedb_get_plan(root, rel, foreigntableid, best_path, tlist, scan_clauses,
 							  outer_plan);
 }
 
-/* the executor's callbacks: an aggregate scan has no relation of its own */
-static bool
-is_upper(ForeignScanState *node)
+/*
+ * The executor's callbacks: an aggregate or top-N scan has no relation of
+ * its own (scanrelid 0); a top-N plan's fdw_private starts with a String.
+ */
+typedef enum ScanKind
 {
-	return ((ForeignScan *) node->ss.ps.plan)->scan.scanrelid == 0;
+	SCAN_ROWS,
+	SCAN_AGGREGATE,
+	SCAN_TOPN
+} ScanKind;
+
+static ScanKind
+scan_kind(ForeignScanState *node)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+
+	if (plan->scan.scanrelid != 0)
+		return SCAN_ROWS;
+	return TopnIs(plan) ? SCAN_TOPN : SCAN_AGGREGATE;
 }
 
 void
 collegedb_begin_any_scan(ForeignScanState *node, int eflags)
 {
-	if (is_upper(node))
-		UpperBeginScan(node, eflags);
-	else
-		collegedb_begin_scan(node, eflags);
+	switch (scan_kind(node))
+	{
+		case SCAN_ROWS:
+			collegedb_begin_scan(node, eflags);
+			break;
+		case SCAN_AGGREGATE:
+			UpperBeginScan(node, eflags);
+			break;
+		case SCAN_TOPN:
+			TopnBeginScan(node, eflags);
+			break;
+	}
 }
 
 TupleTableSlot *
 collegedb_iterate_any(ForeignScanState *node)
 {
-	return is_upper(node) ? UpperIterate(node) : collegedb_iterate(node);
+	switch (scan_kind(node))
+	{
+		case SCAN_AGGREGATE:
+			return UpperIterate(node);
+		case SCAN_TOPN:
+			return TopnIterate(node);
+		default:
+			return collegedb_iterate(node);
+	}
 }
 
 void
 collegedb_rescan_any(ForeignScanState *node)
 {
-	if (is_upper(node))
-		UpperRescan(node);
-	else
-		collegedb_rescan(node);
+	switch (scan_kind(node))
+	{
+		case SCAN_ROWS:
+			collegedb_rescan(node);
+			break;
+		case SCAN_AGGREGATE:
+			UpperRescan(node);
+			break;
+		case SCAN_TOPN:
+			TopnRescan(node);
+			break;
+	}
 }
 
 void
 collegedb_end_any_scan(ForeignScanState *node)
 {
-	if (is_upper(node))
-		UpperEndScan(node);
-	else
-		collegedb_end_scan(node);
+	switch (scan_kind(node))
+	{
+		case SCAN_ROWS:
+			collegedb_end_scan(node);
+			break;
+		case SCAN_AGGREGATE:
+			UpperEndScan(node);
+			break;
+		case SCAN_TOPN:
+			TopnEndScan(node);
+			break;
+	}
 }
 
 void
 collegedb_explain_any_scan(ForeignScanState *node, ExplainState *es)
 {
-	if (is_upper(node))
-		UpperExplain(node, es);
-	else
-		collegedb_explain_scan(node, es);
+	switch (scan_kind(node))
+	{
+		case SCAN_ROWS:
+			collegedb_explain_scan(node, es);
+			break;
+		case SCAN_AGGREGATE:
+			UpperExplain(node, es);
+			break;
+		case SCAN_TOPN:
+			TopnExplain(node, es);
+			break;
+	}
 }

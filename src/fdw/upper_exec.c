@@ -68,13 +68,6 @@ typedef struct UpperGroup
 	bool	   *nulls;
 } UpperGroup;
 
-/* a moving key's rows to drop, read from one shard */
-typedef struct UpperDrop
-{
-	char	   *key;
-	char	   *shard;
-} UpperDrop;
-
 typedef struct UpperScanState
 {
 	CdForeignTable *table;
@@ -101,18 +94,9 @@ typedef struct UpperScanState
 	UpperGroup *single;			/* no GROUP BY: the one group */
 	MemoryContext table_cxt;
 	MemoryContext temp_cxt;
-	List	   *param_exprs;
-	List	   *param_types;
 	bool		fetched;
 	bool		single_done;
-	/* what the last run did, for EXPLAIN ANALYZE */
-	bool		by_rows;
-	List	   *drops;
-	int			nshards;
-	const CdShard **shards;
-	int64	   *shard_rows;
-	double	   *shard_ms;
-	instr_time	start;
+	FdwShardRun run;			/* the shards, and how the last run went */
 } UpperScanState;
 
 typedef struct UpperSink
@@ -217,9 +201,7 @@ UpperBeginScan(ForeignScanState *node, int eflags)
 										  ALLOCSET_DEFAULT_SIZES);
 	st->temp_cxt = AllocSetContextCreate(CurrentMemoryContext, "collegedb aggregate row",
 										 ALLOCSET_DEFAULT_SIZES);
-	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
-	foreach(lc, plan->fdw_exprs)
-		st->param_types = lappend_oid(st->param_types, exprType(lfirst(lc)));
+	FdwShardRunInit(&st->run, node);
 }
 
 /*
@@ -324,28 +306,6 @@ upper_sink_columns(CdRowSink *self, int ncols, const char *const *names)
 }
 
 /*
- * dropped says whether a row of a moving key comes from a shard where the
- * key does not live (see the file's comment).
- */
-static bool
-dropped(UpperScanState *st, const CdShard *shard, const CdCell *key)
-{
-	ListCell   *lc;
-
-	if (key->isnull)
-		return false;
-	foreach(lc, st->drops)
-	{
-		UpperDrop  *drop = lfirst(lc);
-
-		if (strcmp(drop->shard, shard->name) == 0 && (int) strlen(drop->key) == key->len &&
-			memcmp(drop->key, key->data, key->len) == 0)
-			return true;
-	}
-	return false;
-}
-
-/*
  * upper_sink_row converts a shard's row of parts and folds it into its
  * group at once, so that rows are never collected.
  */
@@ -358,7 +318,7 @@ upper_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	MemoryContext old;
 	UpperGroup *g;
 
-	if (sink->by_rows && dropped(st, sink->shard, &cells[st->nparts]))
+	if (sink->by_rows && UpperDropped(st->run.drops, sink->shard, &cells[st->nparts]))
 		return;
 	old = MemoryContextSwitchTo(st->temp_cxt);
 	ExecClearTuple(slot);
@@ -393,109 +353,19 @@ upper_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	MemoryContextReset(st->temp_cxt);
 }
 
-/* a shard's statement ended: its time, for EXPLAIN ANALYZE */
-static bool
-upper_shard_ended(CdFanoutShard *self)
+/* a shard's sink: its rows fold into the groups */
+static CdRowSink *
+sink_for(void *arg, int i, const CdShard *shard)
 {
-	UpperScanState *st = self->arg;
-	instr_time	now;
+	UpperScanState *st = arg;
+	UpperSink  *sink = palloc0(sizeof(UpperSink));
 
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, st->start);
-	for (int i = 0; i < st->nshards; i++)
-	{
-		if (st->shards[i] == self->shard)
-			st->shard_ms[i] = INSTR_TIME_GET_MILLISEC(now);
-	}
-	return false;
-}
-
-/*
- * fence takes collegedb.move in SHARE mode and reads the moves in flight:
- * the rows each of their keys must not be read from (see the file's
- * comment).  Returns the relation locked, or InvalidOid.
- */
-static Oid
-fence(UpperScanState *st)
-{
-	Oid			move = get_relname_relid("move", get_namespace_oid("collegedb", false));
-	CdCatalogRows rows;
-	uint64		n;
-
-	if (OidIsValid(move) && !RecoveryInProgress())
-		LockRelationOid(move, ShareLock);
-	else
-		move = InvalidOid;
-	n = CatalogExec("SELECT raw_key, CASE WHEN step IN ('journaled', 'copied') THEN target "
-					"ELSE source END FROM collegedb.move WHERE step NOT IN ('done', 'failed') "
-					"AND raw_key IS NOT NULL", 0, NULL, NULL, NULL, true, &rows);
-	st->drops = NIL;
-	for (uint64 r = 0; r < n; r++)
-	{
-		UpperDrop  *drop = palloc(sizeof(UpperDrop));
-
-		drop->key = CatalogText(&rows, r, 1);
-		drop->shard = CatalogText(&rows, r, 2);
-		st->drops = lappend(st->drops, drop);
-	}
-	st->by_rows = n > 0;
-	return move;
-}
-
-/*
- * run_shards sends the scan's statement to every shard at once and folds
- * their rows into the groups.
- */
-static void
-run_shards(ForeignScanState *node, UpperScanState *st)
-{
-	ExprContext *econtext = node->ss.ps.ps_ExprContext;
-	int			nparams = list_length(st->param_exprs);
-	CdParam    *params = palloc0(sizeof(CdParam) * Max(nparams, 1));
-	CdFanoutShard *shards;
-	UpperSink  *sinks;
-	const char **texts;
-	ListCell   *lc,
-			   *lc2;
-	Oid			locked;
-	int			i = 0;
-
-	forboth(lc, st->param_exprs, lc2, st->param_types)
-	{
-		bool		isnull;
-		Datum		value = ExecEvalExpr(lfirst(lc), econtext, &isnull);
-
-		ValuesToParam(value, isnull, lfirst_oid(lc2), &params[i++]);
-	}
-	FdwEnsureSendable(st->pushed, st->table);
-	locked = fence(st);
-	texts = st->by_rows ? st->rows : st->pushed;
-	st->shards = ShardReadSet(&st->nshards);
-	shards = palloc0(sizeof(CdFanoutShard) * Max(st->nshards, 1));
-	sinks = palloc0(sizeof(UpperSink) * Max(st->nshards, 1));
-	st->shard_rows = palloc0(sizeof(int64) * Max(st->nshards, 1));
-	st->shard_ms = palloc0(sizeof(double) * Max(st->nshards, 1));
-	for (i = 0; i < st->nshards; i++)
-	{
-		sinks[i].base.columns = upper_sink_columns;
-		sinks[i].base.row = upper_sink_row;
-		sinks[i].st = st;
-		sinks[i].shard = st->shards[i];
-		sinks[i].by_rows = st->by_rows;
-		shards[i].shard = st->shards[i];
-		shards[i].sql = texts[st->shards[i]->dialect];
-		shards[i].sink = &sinks[i].base;
-		shards[i].next = upper_shard_ended;
-		shards[i].arg = st;
-	}
-	INSTR_TIME_SET_CURRENT(st->start);
-	FanoutRun(shards, st->nshards, NULL, nparams, params, CD_FANOUT_READ);
-	(void) FdwFanoutResult(shards, st->nshards, false);
-	for (i = 0; i < st->nshards; i++)
-		st->shard_rows[i] = shards[i].rows;
-	/* placement may change again: the groups are complete */
-	if (OidIsValid(locked))
-		UnlockRelationOid(locked, ShareLock);
+	sink->base.columns = upper_sink_columns;
+	sink->base.row = upper_sink_row;
+	sink->st = st;
+	sink->shard = shard;
+	sink->by_rows = st->run.moving;
+	return &sink->base;
 }
 
 /*
@@ -549,11 +419,19 @@ UpperIterate(ForeignScanState *node)
 
 	if (!st->fetched)
 	{
+		/*
+		 * IterateForeignScan runs in the per-tuple context: the groups, the
+		 * hash table's functions and what EXPLAIN ANALYZE shows must outlive
+		 * it.
+		 */
+		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+
 		new_groups(st, node, ((ForeignScan *) node->ss.ps.plan)->fdw_private);
-		run_shards(node, st);
+		FdwRunShards(node, &st->run, st->table, st->pushed, st->rows, sink_for, st);
 		st->fetched = true;
 		if (st->hash)
 			InitTupleHashIterator(st->hash, &st->iter);
+		MemoryContextSwitchTo(old);
 	}
 	if (st->hash == NULL)
 	{
@@ -602,32 +480,7 @@ UpperExplain(ForeignScanState *node, ExplainState *es)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	UpperScanState *st = node->fdw_state;
-	bool		dialects[CD_MAX_DIALECTS] = {0};
-	ListCell   *lc;
 
-	ExplainPropertyText("Shards", "all shards, aggregated on each", es);
-	foreach(lc, ShardList())
-		dialects[((CdShard *) lfirst(lc))->dialect] = true;
-	if (es->verbose)
-	{
-		for (int d = 0; d < AdapterCount(); d++)
-		{
-			if (dialects[d])
-				ExplainPropertyText(psprintf("Remote SQL (%s)", AdapterDialectName(d)),
-									FdwExplainText(strVal(list_nth(list_nth(plan->fdw_private,
-																			UpperPrivPushed), d))),
-									es);
-		}
-	}
-	if (!es->analyze || st == NULL || !st->fetched)
-		return;
-	ExplainPropertyText("Read", st->by_rows ? "row by row (moves in flight)" : "partial groups", es);
-	for (int i = 0; i < st->nshards; i++)
-	{
-		char	   *line = es->timing ?
-			psprintf("%ld rows in %.3f ms", (long) st->shard_rows[i], st->shard_ms[i]) :
-			psprintf("%ld rows", (long) st->shard_rows[i]);
-
-		ExplainPropertyText(psprintf("Shard %s", st->shards[i]->name), line, es);
-	}
+	FdwExplainShardRun(st ? &st->run : NULL, "all shards, aggregated on each",
+					   list_nth(plan->fdw_private, UpperPrivPushed), es);
 }
