@@ -477,6 +477,8 @@ typedef enum CdTypeFamily
  *			 bool_or of %s there (NULL over no rows); NULL: not sent.
  * nulls_order: ORDER BY takes NULLS FIRST / NULLS LAST; otherwise a sort
  *			 is written "(x IS NULL) ASC, x" (NULLS LAST) or "... DESC, x".
+ * text_order_by: how a text sort key %s is written to sort in byte order
+ *			 (the front's "C" collation); NULL: text keys are not sent.
  *
  * count, sum and avg of integers and numeric, min and max are sent where
  * the comparisons and arithmetic above say the dialect computes them
@@ -496,6 +498,7 @@ typedef struct CdExprRules
 	const char *agg_bool_and;
 	const char *agg_bool_or;
 	bool		nulls_order;
+	const char *text_order_by;
 } CdExprRules;
 
 /* What an asynchronous statement needs next (see CdAdapter.poll) */

@@ -536,6 +536,7 @@ static const CdExprRules mysql_expr_rules = {
 	.text_like = "%1$s %3$s %2$s COLLATE utf8mb4_bin",
 	.agg_bool_and = "MIN(%s)",
 	.agg_bool_or = "MAX(%s)",
+	.text_order_by = "CAST(%s AS BINARY)",
 };
 
 const CdAdapter CdMysqlAdapter = {

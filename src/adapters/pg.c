@@ -733,6 +733,7 @@ static const CdExprRules pg_expr_rules = {
 	.agg_bool_and = "bool_and(%s)",
 	.agg_bool_or = "bool_or(%s)",
 	.nulls_order = true,
+	.text_order_by = "%s COLLATE \"C\"",
 };
 
 const CdAdapter CdPostgresAdapter = {

@@ -515,6 +515,7 @@ static const CdExprRules sqlite_expr_rules = {
 	.text_compare = "%1$s %3$s %2$s COLLATE BINARY",
 	.agg_bool_and = "min(%s)",
 	.agg_bool_or = "max(%s)",
+	.text_order_by = "%s COLLATE BINARY",
 };
 
 const CdAdapter CdSqliteAdapter = {

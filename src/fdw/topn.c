@@ -10,7 +10,8 @@
  * on the front could drop a shard's row from its n), the query has no
  * grouping, DISTINCT, window or locking clause, and every sort key is an
  * expression every dialect of the fleet computes and orders exactly as
- * PostgreSQL does (not text: each shard orders by its own collation).
+ * PostgreSQL does (text only when the front sorts under "C", written in
+ * the dialect's byte order: each shard has its own collation).
  * NULLs sort where PostgreSQL sorts them, written as the dialect can.
  * Moves are fenced as for aggregates (upper_exec.c): the shards' rows carry
  * their key, and a moving key's rows from the shard it does not live on are
@@ -35,6 +36,7 @@
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/pg_locale.h"
 #include "utils/tuplesort.h"
 
 #include "fdw/upper.h"
@@ -120,15 +122,22 @@ key_of(PathKey *pk, RelOptInfo *rel, FdwRelInfo *info, uint32 fleet, TopnKey *ke
 	key->desc = pk->pk_strategy == BTGreaterStrategyNumber;
 	key->nulls_first = pk->pk_nulls_first;
 	family = ShippableFamily(exprType((Node *) key->expr));
-	if (family == CD_FAMILY_OTHER || family == CD_FAMILY_TEXT)
+	if (family == CD_FAMILY_OTHER)
+		return false;
+	/* text: only where the front sorts in byte order, and every dialect can */
+	if (family == CD_FAMILY_TEXT && (!OidIsValid(key->collation) || !lc_collate_is_c(key->collation)))
 		return false;
 	ships = DeparseDialects((Node *) key->expr, info->table, rel->relid);
 	for (int i = 0; i < AdapterCount(); i++)
 	{
 		const CdExprRules *rules = AdapterForDialect(i)->expr_rules;
 
-		if ((fleet & (1u << i)) &&
-			(!(ships & (1u << i)) || !(rules->builtin || (rules->compare & CD_FAMILY_BIT(family)))))
+		if (!(fleet & (1u << i)))
+			continue;
+		if (!(ships & (1u << i)))
+			return false;
+		if (family == CD_FAMILY_TEXT ? rules->text_order_by == NULL :
+			!(rules->builtin || (rules->compare & CD_FAMILY_BIT(family))))
 			return false;
 	}
 	return true;
@@ -141,6 +150,9 @@ static void
 order_item(StringInfo out, const char *expr, const TopnKey *key, const CdExprRules *rules)
 {
 	const char *dir = key->desc ? "DESC" : "ASC";
+
+	if (ShippableFamily(exprType((Node *) key->expr)) == CD_FAMILY_TEXT)
+		expr = psprintf(rules->text_order_by, expr);
 
 	if (rules->nulls_order)
 		appendStringInfo(out, "%s %s NULLS %s", expr, dir, key->nulls_first ? "FIRST" : "LAST");
