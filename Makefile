@@ -77,6 +77,11 @@ OBJS = \
 	src/fdw/handler.o \
 	src/fdw/fdw_plan.o \
 	src/fdw/shippable.o \
+	src/fdw/upper.o \
+	src/fdw/upper_sql.o \
+	src/fdw/upper_exec.o \
+	src/fdw/topn.o \
+	src/fdw/shard_run.o \
 	src/fdw/fdw_exec.o \
 	src/fdw/insert.o \
 	src/fdw/modify_keys.o \

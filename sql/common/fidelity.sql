@@ -102,6 +102,10 @@ INSERT INTO fid_forms (ordered, sql) VALUES
   (true, 'SELECT id, d FROM %T ORDER BY d DESC NULLS LAST, id LIMIT 4'),
   (true, 'SELECT id, ts FROM %T ORDER BY ts, id LIMIT 4'),
   (true, 'SELECT grp, count(*) FROM %T GROUP BY grp ORDER BY count(*) DESC, grp LIMIT 3'),
+  (true, 'SELECT id, big FROM %T ORDER BY big DESC NULLS FIRST, price, grp LIMIT 6'),
+  (true, 'SELECT id, price * 2 FROM %T WHERE grp > 2 ORDER BY price, big LIMIT 5'),
+  (true, 'SELECT id FROM %T WHERE flag ORDER BY ts DESC, grp LIMIT 3'),
+  (true, 'SELECT id, f FROM %T ORDER BY f DESC NULLS LAST, grp LIMIT 2 OFFSET 1'),
   (false, 'SELECT a.id, b.id FROM %T a JOIN %T b ON a.id = b.id WHERE a.grp = 1'),
   (false, 'SELECT a.id FROM %T a LEFT JOIN %T b ON a.id = b.id AND b.grp = 2 WHERE b.id IS NULL AND a.grp = 3'),
   (false, 'SELECT a.id FROM %T a WHERE EXISTS (SELECT 1 FROM %T b WHERE b.id = a.id AND b.grp = 4)'),
@@ -159,6 +163,59 @@ SELECT try($$UPDATE fid SET grp = grp + 1, price = price * 2 WHERE id = 'k3'$$);
 SELECT id, grp, price FROM fid WHERE id IN ('k1', 'k3') ORDER BY id;
 -- the local table follows what the shards did
 UPDATE fid_local l SET grp = f.grp, price = f.price FROM fid f WHERE f.id = l.id AND l.id IN ('k1', 'k3');
+
+-- aggregates run on the shards: each returns its partial groups, combined
+-- here; HAVING stays here; what a dialect would not compute exactly (float
+-- sums, text groups outside PostgreSQL) is aggregated here from the rows
+EXPLAIN (VERBOSE, COSTS OFF)
+SELECT grp, count(*), count(price), sum(price), avg(grp), min(d), max(big), bool_and(flag), bool_or(flag)
+  FROM fid WHERE grp > 1 GROUP BY grp HAVING count(*) > 1;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*), sum(grp) FROM fid;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT name, count(*) FROM fid GROUP BY name;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT sum(f) FROM fid;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM fid WHERE upper(name) = 'ABC';
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM fid;
+SELECT grp, count(*), sum(price), avg(grp), min(d), max(big), bool_and(flag), bool_or(flag)
+  FROM fid GROUP BY grp HAVING count(*) > 1 ORDER BY grp NULLS FIRST;
+SELECT count(*), sum(grp), avg(price), min(price), max(ts) FROM fid WHERE grp > 100;
+SELECT grp, count(*) FROM fid WHERE grp > 100 GROUP BY grp;
+
+-- ORDER BY ... LIMIT: each shard sorts and limits, the front sorts the
+-- shards' rows again (not for text keys: each shard has its collation)
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, price FROM fid ORDER BY price DESC NULLS LAST, grp LIMIT 5;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, grp * 2 FROM fid WHERE flag ORDER BY grp NULLS FIRST, big LIMIT 3 OFFSET 2;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM fid ORDER BY name LIMIT 3;
+SELECT id, price FROM fid ORDER BY price DESC NULLS LAST, grp, id LIMIT 5;
+SELECT id, grp * 2 FROM fid WHERE flag ORDER BY grp NULLS FIRST, big LIMIT 3 OFFSET 2;
+SELECT id, d FROM fid ORDER BY d, id LIMIT 4;
+
+-- a move in flight: the key's rows count once, from the shard it lives on.
+-- The journal says a move of 'mv' is under way (held by this session, so
+-- that no worker takes it), and the shards hold what the move would have
+-- written by then.
+INSERT INTO fid (id, grp, price) VALUES ('mv', 3, 1.25);
+INSERT INTO fid_local (id, grp, price) VALUES ('mv', 3, 1.25);
+SELECT m.shard AS mv_source, (SELECT name FROM collegedb.shards WHERE name <> m.shard ORDER BY name LIMIT 1) AS mv_target
+  FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key('mv') \gset
+INSERT INTO collegedb.move (key, raw_key, source, target, step, lease_pid, lease_backend_start, next_attempt_at)
+SELECT collegedb.mapping_key('mv'), 'mv', :'mv_source', :'mv_target', 'copied', pg_backend_pid(),
+       (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), now() + interval '1 day';
+-- the target has committed its copy, the source not yet its delete
+SELECT collegedb.run_on_shard(:'mv_target', 'INSERT INTO fid (id, grp, price) VALUES ($1, $2, $3)', 'mv', 3, 1.25);
+SELECT (SELECT fid_answer('SELECT grp, count(*), sum(grp), max(big) FROM %T GROUP BY grp', 'fid', false)) =
+       (SELECT fid_answer('SELECT grp, count(*), sum(grp), max(big) FROM %T GROUP BY grp', 'fid_local', false)) AS once_before_source,
+       (SELECT count(*) FROM fid WHERE grp = 3) AS grp_3;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM fid;
+-- the source step has committed: the rows live on the target only
+SELECT collegedb.run_on_shard(:'mv_source', 'DELETE FROM fid WHERE id = $1', 'mv');
+UPDATE collegedb.move SET step = 'source_done' WHERE raw_key = 'mv';
+SELECT (SELECT fid_answer('SELECT grp, count(*), sum(grp), max(big) FROM %T GROUP BY grp', 'fid', false)) =
+       (SELECT fid_answer('SELECT grp, count(*), sum(grp), max(big) FROM %T GROUP BY grp', 'fid_local', false)) AS once_after_source;
+UPDATE collegedb.move SET step = 'done', raw_key = NULL WHERE raw_key = 'mv';
+SELECT collegedb.run_on_shard(:'mv_target', 'DELETE FROM fid WHERE id = $1', 'mv');
+DELETE FROM fid_local WHERE id = 'mv';
+DELETE FROM collegedb.move WHERE key = collegedb.mapping_key('mv');
+SELECT collegedb.delete_mapping('mv');
 
 -- dropped and added columns work as postgres_fdw's: a dropped column is
 -- no longer read, an added one is read once the shards' tables have it

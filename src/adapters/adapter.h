@@ -503,6 +503,16 @@ typedef enum CdTypeFamily
  *			 under "C" (<> under any deterministic collation).  NULL: never.
  * text_like: PostgreSQL's LIKE (case-sensitive, backslash escapes, per
  *			 character), %3$s "LIKE" or "NOT LIKE".  NULL: never.
+ * agg_bool_and, agg_bool_or: the aggregate that computes bool_and and
+ *			 bool_or of %s there (NULL over no rows); NULL: not sent.
+ * nulls_order: ORDER BY takes NULLS FIRST / NULLS LAST; otherwise a sort
+ *			 is written "(x IS NULL) ASC, x" (NULLS LAST) or "... DESC, x".
+ * text_order_by: how a text sort key %s is written to sort in byte order
+ *			 (the front's "C" collation); NULL: text keys are not sent.
+ *
+ * count, sum and avg of integers and numeric, min and max are sent where
+ * the comparisons and arithmetic above say the dialect computes them
+ * exactly (fdw/upper.c).
  */
 typedef struct CdExprRules
 {
@@ -516,6 +526,10 @@ typedef struct CdExprRules
 	const char *text_equal;
 	const char *text_compare;
 	const char *text_like;
+	const char *agg_bool_and;
+	const char *agg_bool_or;
+	bool		nulls_order;
+	const char *text_order_by;
 } CdExprRules;
 
 /* What an asynchronous statement needs next (see CdAdapter.poll) */

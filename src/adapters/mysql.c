@@ -535,6 +535,9 @@ static const CdExprRules mysql_expr_rules = {
 	.text_equal = "(%1$s = %2$s AND CAST(%1$s AS BINARY) = CAST(%2$s AS BINARY))",
 	.text_compare = "CAST(%1$s AS BINARY) %3$s CAST(%2$s AS BINARY)",
 	.text_like = "%1$s %3$s %2$s COLLATE utf8mb4_bin",
+	.agg_bool_and = "MIN(%s)",
+	.agg_bool_or = "MAX(%s)",
+	.text_order_by = "CAST(%s AS BINARY)",
 };
 
 const CdAdapter CdMysqlAdapter = {

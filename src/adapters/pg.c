@@ -762,6 +762,10 @@ static const CdExprRules pg_expr_rules = {
 	.text_compare = "%1$s %3$s %2$s COLLATE \"C\"",
 	.text_like = "%1$s %3$s %2$s",
 	.store_checked = true,
+	.agg_bool_and = "bool_and(%s)",
+	.agg_bool_or = "bool_or(%s)",
+	.nulls_order = true,
+	.text_order_by = "%s COLLATE \"C\"",
 };
 
 const CdAdapter CdPostgresAdapter = {

@@ -518,6 +518,9 @@ static const CdExprRules sqlite_expr_rules = {
 	.int_widening = CD_FAMILY_BIT(CD_FAMILY_INT8) | CD_FAMILY_BIT(CD_FAMILY_FLOAT8),
 	.text_equal = "%1$s = %2$s COLLATE BINARY",
 	.text_compare = "%1$s %3$s %2$s COLLATE BINARY",
+	.agg_bool_and = "min(%s)",
+	.agg_bool_or = "max(%s)",
+	.text_order_by = "%s COLLATE BINARY",
 };
 
 const CdAdapter CdSqliteAdapter = {

@@ -36,6 +36,16 @@ typedef struct CdForeignTable
 
 extern CdForeignTable *FdwTableInfo(Oid relid);
 
+/* what planning learns about a base relation (baserel->fdw_private) */
+typedef struct FdwRelInfo
+{
+	CdForeignTable *table;
+	List	   *remote_conds;	/* RestrictInfos that go to the shards */
+	List	   *local_conds;	/* RestrictInfos evaluated in the front */
+	Expr	   *key_expr;		/* the key's value(s), or NULL */
+	bool		key_is_array;
+} FdwRelInfo;
+
 /* deparse.c: a statement's text, built for every dialect at once */
 typedef struct FdwDeparse
 {
@@ -116,6 +126,23 @@ typedef struct FdwObserved
 	double		alone_ms;		/* the slowest shard alone, after the others */
 	char		slowest[NAMEDATALEN];	/* of the last fan-out */
 } FdwObserved;
+
+/* upper.c: aggregates computed on the shards, combined on the front */
+extern void collegedb_get_upper_paths(PlannerInfo *root, UpperRelationKind stage,
+									  RelOptInfo *input_rel, RelOptInfo *output_rel,
+									  void *extra);
+extern ForeignScan *collegedb_get_any_plan(PlannerInfo *root, RelOptInfo *rel, Oid foreigntableid,
+										   ForeignPath *best_path, List *tlist,
+										   List *scan_clauses, Plan *outer_plan);
+extern void collegedb_begin_any_scan(ForeignScanState *node, int eflags);
+extern TupleTableSlot *collegedb_iterate_any(ForeignScanState *node);
+extern void collegedb_rescan_any(ForeignScanState *node);
+extern void collegedb_end_any_scan(ForeignScanState *node);
+extern void collegedb_explain_any_scan(ForeignScanState *node, ExplainState *es);
+
+/* fanout_check.c */
+struct CdFanoutShard;
+extern int64 FdwFanoutResult(const struct CdFanoutShard *shards, int n, bool is_write);
 
 /* fdw_exec.c */
 extern void FdwObservedInit(FdwObserved *o, EState *estate);

@@ -389,11 +389,8 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 	const CdShard **set = ShardReadSet(&n);
 	RecordRowSink *sinks = palloc0(sizeof(RecordRowSink) * Max(n, 1));
 	CdFanoutShard *shards = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
-	StringInfoData skipped;
-	int64		rows = 0;
 	instr_time	start;
 
-	initStringInfo(&skipped);
 	for (int i = 0; i < n; i++)
 	{
 		RecordRowSinkInit(&sinks[i], st->store, desc);
@@ -405,23 +402,7 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 	FanoutRun(shards, n, NULL, nparams, params,
 			  st->is_write ? CD_FANOUT_WRITE : CD_FANOUT_READ);
 	observed_fanout(&st->observed, shards, n, start);
-	for (int i = 0; i < n; i++)
-	{
-		if (shards[i].ok)
-		{
-			rows += shards[i].rows;
-			continue;
-		}
-		if (st->is_write || !CollegeFanoutPartial)
-			FanoutRaise(&shards[i], NULL,
-						"SET collegedb.fanout_partial = on reads the other shards anyway.");
-		appendStringInfo(&skipped, "%s%s (%s)", skipped.len ? ", " : "",
-						 shards[i].shard->name, shards[i].error);
-	}
-	if (skipped.len)
-		ereport(WARNING,
-				(errmsg("skipped shards that failed: %s", skipped.data)));
-	return rows;
+	return FdwFanoutResult(shards, n, st->is_write);
 }
 
 /*

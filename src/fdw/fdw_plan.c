@@ -40,16 +40,6 @@
 #include "collegedb.h"
 #include "fdw/fdw.h"
 
-/* what planning learns about a base relation (baserel->fdw_private) */
-typedef struct FdwRelInfo
-{
-	CdForeignTable *table;
-	List	   *remote_conds;	/* RestrictInfos that go to the shards */
-	List	   *local_conds;	/* RestrictInfos evaluated in the front */
-	Expr	   *key_expr;		/* the key's value(s), or NULL */
-	bool		key_is_array;
-} FdwRelInfo;
-
 /*
  * key_list_at_execution says whether 'node' is a list of keys that only
  * execution knows, "IN ($1, $2, ...)" under a generic plan (an ArrayExpr of

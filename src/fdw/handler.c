@@ -35,12 +35,13 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 
 	routine->GetForeignRelSize = collegedb_get_rel_size;
 	routine->GetForeignPaths = collegedb_get_paths;
-	routine->GetForeignPlan = collegedb_get_plan;
-	routine->BeginForeignScan = collegedb_begin_scan;
-	routine->IterateForeignScan = collegedb_iterate;
-	routine->ReScanForeignScan = collegedb_rescan;
-	routine->EndForeignScan = collegedb_end_scan;
-	routine->ExplainForeignScan = collegedb_explain_scan;
+	routine->GetForeignPlan = collegedb_get_any_plan;
+	routine->GetForeignUpperPaths = collegedb_get_upper_paths;
+	routine->BeginForeignScan = collegedb_begin_any_scan;
+	routine->IterateForeignScan = collegedb_iterate_any;
+	routine->ReScanForeignScan = collegedb_rescan_any;
+	routine->EndForeignScan = collegedb_end_any_scan;
+	routine->ExplainForeignScan = collegedb_explain_any_scan;
 
 	routine->IsForeignRelUpdatable = collegedb_is_updatable;
 	routine->PlanForeignModify = collegedb_plan_modify;
