@@ -36,10 +36,24 @@
  * be published after the change's bump.  What publishes, and what not, is
  * decided by the router.
  *
+ * A hot standby cannot rely on the counter alone: a change replayed while
+ * no backend runs (or before any processes the invalidation) bumps
+ * nothing, and a backend started later never receives that invalidation.
+ * So an entry published during recovery also records the replay position
+ * its reader noted before the scan (SharedCacheGeneration), and a standby
+ * uses it only while nothing was replayed since: the scan saw at least
+ * the catalog as of that position, and an unchanged position means no
+ * mapping (or anything else) changed after it.  An idle standby keeps its
+ * cache; one that replays constantly reads the catalog, as without it.
+ * Entries published during recovery are never used once the server is
+ * promoted, nor a primary's by a standby.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -64,6 +78,8 @@ typedef struct SharedCacheEntry
 	char		shard[NAMEDATALEN]; /* "": the key has no mapping */
 	TimestampTz fetched_at;
 	uint64		generation;
+	bool		in_recovery;	/* published during recovery, at ... */
+	XLogRecPtr	replayed;		/* ... this replay position */
 } SharedCacheEntry;
 
 typedef struct SharedCacheState
@@ -72,6 +88,9 @@ typedef struct SharedCacheState
 } SharedCacheState;
 
 static SharedCacheState *state = NULL;
+
+/* during recovery: the replay position this backend's reader noted last */
+static XLogRecPtr noted_replay = InvalidXLogRecPtr;
 static HTAB *partitions[SHARED_CACHE_PARTITIONS];
 static LWLockPadded *locks = NULL;
 
@@ -145,12 +164,14 @@ SharedCacheEnabled(void)
 /*
  * SharedCacheGeneration returns the current generation: what a reader
  * notes before it scans the mapping table, to publish with what it read.
+ * During recovery it also notes the replay position, for SharedCachePut.
  */
 uint64
 SharedCacheGeneration(void)
 {
 	if (state == NULL)
 		return 0;
+	noted_replay = RecoveryInProgress() ? GetXLogReplayRecPtr(NULL) : InvalidXLogRecPtr;
 	pg_memory_barrier();
 	return pg_atomic_read_u64(&state->generation);
 }
@@ -187,12 +208,20 @@ SharedCacheGet(const uint8 *digest, char *shard, TimestampTz *fetched_at)
 	SharedCacheEntry *entry;
 	bool		found = false;
 
+	bool		in_recovery;
+	XLogRecPtr	replayed = InvalidXLogRecPtr;
+
 	if (state == NULL)
 		return false;
+	in_recovery = RecoveryInProgress();
+	if (in_recovery)
+		replayed = GetXLogReplayRecPtr(NULL);
 	make_key(&key, digest);
 	LWLockAcquire(&locks[p].lock, LW_SHARED);
 	entry = hash_search(partitions[p], &key, HASH_FIND, NULL);
-	if (entry != NULL && entry->generation == pg_atomic_read_u64(&state->generation))
+	if (entry != NULL && entry->generation == pg_atomic_read_u64(&state->generation) &&
+		entry->in_recovery == in_recovery &&
+		(!in_recovery || entry->replayed == replayed))
 	{
 		strlcpy(shard, entry->shard, NAMEDATALEN);
 		*fetched_at = entry->fetched_at;
@@ -271,6 +300,8 @@ SharedCachePut(const uint8 *digest, const char *shard, TimestampTz fetched_at,
 		strlcpy(entry->shard, shard, NAMEDATALEN);
 		entry->fetched_at = fetched_at;
 		entry->generation = generation;
+		entry->in_recovery = !XLogRecPtrIsInvalid(noted_replay);
+		entry->replayed = noted_replay;
 	}
 	LWLockRelease(&locks[p].lock);
 }
