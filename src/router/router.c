@@ -69,8 +69,9 @@ typedef struct MappingCacheEntry
 
 static MemoryContext cache_context = NULL;
 static HTAB *mapping_cache = NULL;
-static CdRoute resolve(const char *key, int key_len, bool for_write, bool save, bool *defer);
 static bool saved_in_xact = false;
+
+static CdRoute resolve(const char *key, int key_len, bool for_write, bool save, bool *defer);
 
 uint64		RouterCacheHits = 0;
 uint64		RouterCacheMisses = 0;
@@ -458,13 +459,17 @@ void
 RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 				  const CdShard *const *picked, const CdShard **owners)
 {
-	char	  **stored = palloc(sizeof(char *) * Max(n, 1));
-	const char **shards = palloc(sizeof(char *) * Max(n, 1));
-	char	   *names = palloc(NAMEDATALEN * Max(n, 1));
-	uint8	   *digests = palloc(PG_SHA256_DIGEST_LENGTH * Max(n, 1));
+	char	  **stored;
+	const char **shards;
+	char	   *names;
+	uint8	   *digests;
 
 	if (n == 0)
 		return;
+	stored = palloc(sizeof(char *) * n);
+	shards = palloc(sizeof(char *) * n);
+	names = palloc(NAMEDATALEN * n);
+	digests = palloc(PG_SHA256_DIGEST_LENGTH * n);
 	for (int i = 0; i < n; i++)
 	{
 		digest_key(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
