@@ -192,3 +192,77 @@ AS $$
       ) AS s(kind, object_type, name)
      WHERE s.kind = privilege_set.kind
 $$;
+
+/*
+ * The mapping store, smaller and cheaper to write: keys compare bytewise
+ * (COLLATE "C"), the record index holds only lookup keys, the shard index
+ * and the unread created_at are gone.  A bulk load then writes one heap
+ * tuple and one index entry per key.  The functions that changed a
+ * record's rows by "record = ..." find its primary row by key instead.
+ */
+
+ALTER TABLE collegedb.mapping
+    ALTER COLUMN key TYPE text COLLATE "C",
+    ALTER COLUMN record TYPE text COLLATE "C",
+    ALTER COLUMN shard TYPE text COLLATE "C",
+    DROP COLUMN created_at;
+DROP INDEX collegedb.mapping_shard_idx;
+DROP INDEX collegedb.mapping_record_idx;
+CREATE INDEX mapping_record_idx ON collegedb.mapping (record) WHERE key <> record;
+
+CREATE OR REPLACE FUNCTION collegedb.set_mapping(key text, shard text, lookup_keys text[] DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    rec text;
+BEGIN
+    PERFORM collegedb.ensure_shard_registered(shard);
+    rec := collegedb.record_of(key, false);
+    k := collegedb.mapping_key(key);
+    IF rec IS NOT NULL AND rec <> k THEN
+        RAISE EXCEPTION 'key "%" is a lookup key of another record', key
+            USING ERRCODE = 'unique_violation',
+                  HINT = 'Set the mapping through the record''s primary key.';
+    END IF;
+    INSERT INTO collegedb.mapping (key, record, shard) VALUES (k, k, set_mapping.shard)
+    ON CONFLICT ON CONSTRAINT mapping_pkey DO NOTHING;
+    PERFORM collegedb.attach_lookup_keys(k, key, shard, lookup_keys);
+    UPDATE collegedb.mapping m SET shard = set_mapping.shard
+     WHERE ((m.key = k AND m.record = k) OR (m.record = k AND m.key <> m.record))
+       AND m.shard <> set_mapping.shard;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION collegedb.update_mapping(key text, shard text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := collegedb.record_of(key, true);
+BEGIN
+    PERFORM collegedb.ensure_shard_registered(shard);
+    UPDATE collegedb.mapping m SET shard = update_mapping.shard
+     WHERE ((m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record))
+       AND m.shard <> update_mapping.shard;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION collegedb.delete_mapping(key text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := collegedb.record_of(key, true);
+BEGIN
+    DELETE FROM collegedb.mapping m
+     WHERE (m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record);
+END
+$$;

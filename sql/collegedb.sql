@@ -185,17 +185,20 @@ CREATE TRIGGER config_restore
  * lookup keys lists them, in their stored form, on its primary row ('keys'),
  * so that get_lookup_keys() can return them.  Under computed placement the
  * rows are the exceptions: keys found away from the shard their epochs
- * name.
+ * name.  The keys compare bytewise (COLLATE "C": they are hex digests or
+ * opaque keys, and a bytewise comparison is the cheapest); the record index
+ * holds lookup keys only (a primary row is found by its key), and no index
+ * on the shard: only administrative calls (keys_for_shard, remove_shard,
+ * shard_stats) ask by shard, and they scan.  A bulk load writes one
+ * heap tuple and one index entry per key.
  */
 CREATE TABLE collegedb.mapping (
-    key         text PRIMARY KEY,
-    record      text NOT NULL,
-    shard       text NOT NULL,
-    keys        text[] CHECK (keys IS NULL OR key = record),
-    created_at  timestamptz NOT NULL DEFAULT now()
+    key         text COLLATE "C" PRIMARY KEY,
+    record      text COLLATE "C" NOT NULL,
+    shard       text COLLATE "C" NOT NULL,
+    keys        text[] CHECK (keys IS NULL OR key = record)
 );
-CREATE INDEX mapping_record_idx ON collegedb.mapping (record);
-CREATE INDEX mapping_shard_idx ON collegedb.mapping (shard);
+CREATE INDEX mapping_record_idx ON collegedb.mapping (record) WHERE key <> record;
 SELECT pg_catalog.pg_extension_config_dump('collegedb.mapping', '');
 
 CREATE TRIGGER mapping_changed
@@ -1101,7 +1104,8 @@ BEGIN
     ON CONFLICT ON CONSTRAINT mapping_pkey DO NOTHING;
     PERFORM collegedb.attach_lookup_keys(k, key, shard, lookup_keys);
     UPDATE collegedb.mapping m SET shard = set_mapping.shard
-     WHERE m.record = k AND m.shard <> set_mapping.shard;
+     WHERE ((m.key = k AND m.record = k) OR (m.record = k AND m.key <> m.record))
+       AND m.shard <> set_mapping.shard;
 END
 $$;
 
@@ -1150,7 +1154,8 @@ DECLARE
 BEGIN
     PERFORM collegedb.ensure_shard_registered(shard);
     UPDATE collegedb.mapping m SET shard = update_mapping.shard
-     WHERE m.record = rec AND m.shard <> update_mapping.shard;
+     WHERE ((m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record))
+       AND m.shard <> update_mapping.shard;
 END
 $$;
 
@@ -1163,7 +1168,8 @@ AS $$
 DECLARE
     rec text := collegedb.record_of(key, true);
 BEGIN
-    DELETE FROM collegedb.mapping m WHERE m.record = rec;
+    DELETE FROM collegedb.mapping m
+     WHERE (m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record);
 END
 $$;
 

@@ -196,8 +196,12 @@ MappingPoint(const char *stored_key, const char *shard)
 {
 	const char *args[2] = {stored_key, shard};
 
-	if (CatalogExecTexts(NULL, "UPDATE collegedb.mapping SET shard = $2 WHERE record = "
-						 "(SELECT record FROM collegedb.mapping WHERE key = $1)",
+	/* the record's rows: its primary row by key, its lookup keys by the
+	 * record index (which holds only those) */
+	if (CatalogExecTexts(NULL, "WITH r AS (SELECT record FROM collegedb.mapping WHERE key = $1) "
+						 "UPDATE collegedb.mapping m SET shard = $2 FROM r "
+						 "WHERE (m.key = r.record AND m.record = r.record) "
+						 "OR (m.record = r.record AND m.key <> m.record)",
 						 2, args, false, NULL) == 0)
 		(void) CatalogExecTexts(NULL, "INSERT INTO collegedb.mapping (key, record, shard) "
 								"VALUES ($1, $1, $2) "

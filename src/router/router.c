@@ -289,10 +289,13 @@ may_share(void)
  * the mapping table's trigger also reports new rows.  Without 'fill' (a
  * bulk load's keys, most of them seen once) what it reads is not cached,
  * and the shared cache is not asked: filling and evicting both caches
- * for every row of a load costs more than the load's own work.
+ * for every row of a load costs more than the load's own work.  Without
+ * 'probe' the mapping store is not read either (placement_needs_no_probe):
+ * NULL then means only that the key is not cached.
  */
 static const char *
-find_mapping(const char *key, int key_len, const uint8 *digest, char *buf, bool fill)
+find_mapping(const char *key, int key_len, const uint8 *digest, char *buf, bool fill,
+			 bool probe)
 {
 	const CdConfig *config = ConfigGet();
 	TimestampTz now = GetCurrentStatementStartTimestamp();
@@ -323,6 +326,8 @@ find_mapping(const char *key, int key_len, const uint8 *digest, char *buf, bool 
 		/* the generation before the scan: a change processed since drops it */
 		generation = SharedCacheGeneration();
 	}
+	if (!probe)
+		return NULL;
 	RouterCatalogReads++;
 	found = MappingFind(stored_form(key, key_len, digest), buf);
 	if (!found && !ConfigCachesAbsence(config))
@@ -349,7 +354,7 @@ RouterFindMapping(const char *key, int key_len, const CdShard **shard)
 	const char *name;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf, true);
+	name = find_mapping(key, key_len, digest, buf, true, true);
 	if (name == NULL)
 		return false;
 	*shard = ShardLookup(name);
@@ -487,6 +492,33 @@ RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 }
 
 /*
+ * placement_needs_no_probe says whether a batched write may place a key
+ * without first reading its mapping: when the write strategy's pick
+ * depends on the key and the shard list alone (hash, jump; no eligibility
+ * predicate, no size limit, some shard takes keys), picking for a key
+ * that is mapped already costs nothing and changes nothing.  The batch's
+ * one INSERT of the new mappings (RouterSaveNewKeys) keeps an existing
+ * mapping and reports its shard, and the row goes there, as after a probe.
+ * Placement is the same as one row at a time, without one index probe a
+ * row.
+ */
+static bool
+placement_needs_no_probe(const CdConfig *config)
+{
+	ListCell   *lc;
+
+	if (config->computed ||
+		(config->write_strategy != CD_STRATEGY_HASH &&
+		 config->write_strategy != CD_STRATEGY_JUMP) ||
+		OidIsValid(config->eligible) || config->max_shard_size > 0)
+		return false;
+	foreach(lc, ShardListNonEmpty())
+		if (RouterShardTakesKeys(lfirst(lc)))
+			return true;
+	return false;
+}
+
+/*
  * resolve is RouterResolve; with 'defer' (a batched write), a new key's
  * mapping is not saved but *defer set (RouterResolveBatched).
  */
@@ -500,7 +532,8 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
 	CdRoute		route;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf, defer == NULL);
+	name = find_mapping(key, key_len, digest, buf, defer == NULL,
+						defer == NULL || !placement_needs_no_probe(config));
 	if (name != NULL)
 		return single_route(ShardLookup(name),
 							config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
