@@ -231,7 +231,8 @@ SELECT try($$DELETE FROM users WHERE visits = 3$$);
 SELECT try($$UPDATE users SET id = 'other' WHERE id = 'user-1'$$);
 SELECT try($$UPDATE users SET visits = length(md5(name)) WHERE id = 'user-1'$$);
 SELECT try($$INSERT INTO users VALUES (NULL, 'no key', 0, NULL)$$);
-SELECT try($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL) ON CONFLICT DO NOTHING$$);
+SELECT try($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL) ON CONFLICT (id) DO NOTHING$$);
+SELECT try($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL) ON CONFLICT (id) DO UPDATE SET name = 'again'$$);
 SELECT try($$INSERT INTO users VALUES ('user-1', 'duplicate', 0, NULL)$$) ~ '^23' AS unique_violation;
 SELECT count(*), sum(visits) FROM users;
 -- unless asked: a statement on every shard
@@ -264,6 +265,41 @@ SELECT try($$COPY users FROM PROGRAM 'printf "copy-6\tSix\t6\t\\N\n\\N\tNo key\t
 SELECT try($$COPY users FROM PROGRAM 'printf "copy-7\tSeven\t7\t\\N\ncopy-1\tAgain\t0\t\\N\n"'$$) ~ '^23' AS unique_violation;
 SELECT count(*) FROM users WHERE id IN ('copy-6', 'copy-7');
 DELETE FROM users WHERE id IN ('copy-1', 'copy-2', 'copy-3', 'copy-4', 'copy-5');
+
+-- ON CONFLICT DO NOTHING skips the rows that conflict on the shard and
+-- counts only the others; a MySQL shard cannot skip exactly those rows, so
+-- a fleet with one refuses it before anything is sent
+CREATE FUNCTION inserted(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  n bigint;
+BEGIN
+  EXECUTE sql;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n || ' inserted';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT inserted($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL), ('conflict-1', 'new', 5, NULL),
+                                           ('conflict-1', 'twice', 6, NULL) ON CONFLICT DO NOTHING$$);
+SELECT inserted($$INSERT INTO users SELECT 'conflict-' || i, 'n' || i, i, NULL FROM generate_series(1, 3) AS i
+                  ON CONFLICT DO NOTHING$$);
+SELECT id, name, visits FROM users WHERE id IN ('user-1') OR id LIKE 'conflict-%' ORDER BY id;
+DELETE FROM users WHERE id IN ('conflict-1', 'conflict-2', 'conflict-3');
+DROP FUNCTION inserted(text);
+
+-- TRUNCATE empties the table on every shard in the front's transaction
+SELECT count(*) > 0 AS has_rows FROM users;
+BEGIN;
+TRUNCATE users;
+SELECT count(*) AS in_transaction FROM users;
+ROLLBACK;
+SELECT count(*) > 0 AS still_has_rows FROM users;
+SELECT try($$TRUNCATE users CASCADE$$) LIKE '0A000%' OR dialect = 'postgres' AS cascade_where_dialect_has_it
+  FROM (SELECT DISTINCT dialect FROM collegedb.shards) AS d;
+TRUNCATE users;
+SELECT count(*) AS after_truncate FROM users;
+SELECT s.shard, (SELECT count(*) FROM collegedb.all_on_shard(s.shard, 'SELECT id FROM users')) AS rows_left
+  FROM (VALUES ('s1'), ('s2')) AS s(shard) ORDER BY s.shard;
 
 DROP FOREIGN TABLE users;
 DELETE FROM collegedb.mapping;

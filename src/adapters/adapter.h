@@ -338,6 +338,20 @@ typedef struct CdConnInfo
  * lock_key_sql: a statement with $1 = the key that a mover runs in its
  *			 source transaction to take the key's lock exclusively, so that
  *			 guarded writers wait for the move to commit.
+ * lock_all_sql: (optional) a statement that a write of every key of a
+ *			 table (TRUNCATE, fdw/truncate.c) runs first in its shard
+ *			 transaction: it waits for the moves in progress from the shard
+ *			 and holds off new ones until the write commits (it conflicts
+ *			 with lock_table_sql).  Without it the write's own row locks do.
+ * truncate_fmt: the statement that empties a table in the shard's
+ *			 transaction, "%s" for the table's name: TRUNCATE where it is
+ *			 transactional, else DELETE.  truncate_options: whether
+ *			 TRUNCATE's CASCADE and RESTART IDENTITY may follow it.
+ * insert_do_nothing: (optional) what an INSERT ends with for INSERT ...
+ *			 ON CONFLICT DO NOTHING, so that a row that conflicts with a
+ *			 unique constraint of the shard's table is skipped and counted
+ *			 as not inserted, as PostgreSQL does; NULL where the dialect
+ *			 cannot say exactly that.
  * lock_table_sql: (optional) a statement a mover runs in its source
  *			 transaction right after lock_key_sql, before it reads any row:
  *			 it conflicts with the lock a guard escalates to once a shard
@@ -592,6 +606,10 @@ typedef struct CdAdapter
 	const char *guard_keys_probe;
 	const char *lock_key_sql;
 	const char *lock_table_sql;
+	const char *lock_all_sql;
+	const char *truncate_fmt;
+	bool		truncate_options;
+	const char *insert_do_nothing;
 	const char *copy_lock_clause;
 	const char *size_sql;
 	const char *key_match;

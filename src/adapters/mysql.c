@@ -595,6 +595,13 @@ const CdAdapter CdMysqlAdapter = {
 	 * snapshot), so the copy includes the prepared writer's change.
 	 */
 	.copy_lock_clause = " FOR UPDATE",
+	.truncate_fmt = "DELETE FROM %s",	/* TRUNCATE commits implicitly */
+
+	/*
+	 * No insert_do_nothing: ON DUPLICATE KEY UPDATE c = c counts a skipped
+	 * row as affected under CLIENT_FOUND_ROWS, and INSERT IGNORE turns other
+	 * errors (NOT NULL, bad values) into warnings as well.
+	 */
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 	.topology_ddl = mysql_topology_ddl,

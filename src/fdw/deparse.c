@@ -344,11 +344,12 @@ DeparseKeySplit(FdwDeparse *d)
 /*
  * DeparseInsert builds every dialect's "INSERT INTO <table> (<columns>)
  * VALUES ($1, ...)" of the attributes 'attnums', into 'sql' (one text per
- * dialect).
+ * dialect); with 'do_nothing' (ON CONFLICT DO NOTHING) followed by the
+ * dialect's insert_do_nothing, or empty where it has none.
  */
 void
 DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
-			  const char **sql)
+			  bool do_nothing, const char **sql)
 {
 	for (int d = 0; d < AdapterCount(); d++)
 	{
@@ -364,6 +365,10 @@ DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
 		for (int i = 0; i < ncols; i++)
 			appendStringInfo(&buf, "%s$%d", i ? ", " : "", i + 1);
 		appendStringInfoChar(&buf, ')');
+		if (do_nothing && adapter->insert_do_nothing == NULL)
+			buf.data[0] = '\0';
+		else if (do_nothing)
+			appendStringInfoString(&buf, adapter->insert_do_nothing);
 		sql[d] = buf.data;
 	}
 }

@@ -76,7 +76,7 @@ extern List *DeparseTexts(FdwDeparse *d);
 extern void DeparseTextsOf(List *texts, const char **sql);
 extern List *DeparseKeySplit(FdwDeparse *d);
 extern void DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
-						  const char **sql);
+						  bool do_nothing, const char **sql);
 extern char *FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter);
 extern char *FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter,
 						   Bitmapset *used);
@@ -168,6 +168,9 @@ extern TupleTableSlot **collegedb_exec_batch_insert(EState *estate, ResultRelInf
 													TupleTableSlot **planSlots, int *numSlots);
 extern void collegedb_end_modify(EState *estate, ResultRelInfo *rinfo);
 extern void collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo);
+
+/* truncate.c */
+extern void collegedb_exec_truncate(List *rels, DropBehavior behavior, bool restart_seqs);
 extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 									 List *fdw_private, int subplan_index, ExplainState *es);
 

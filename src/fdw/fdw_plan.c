@@ -381,9 +381,11 @@ collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
 				 errdetail("Its conditions or new values use expressions, joins or functions that collegedb does not send to shards."),
 				 errhint("Use comparisons and +, -, * of columns, constants and parameters, or collegedb.run().")));
 	}
-	if (plan->onConflictAction != ONCONFLICT_NONE)
+	/* DO UPDATE needs an arbiter index, which no foreign table has */
+	if (plan->onConflictAction == ONCONFLICT_UPDATE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("INSERT ... ON CONFLICT is not supported on collegedb foreign tables")));
+				 errmsg("INSERT ... ON CONFLICT DO UPDATE is not supported on collegedb foreign tables"),
+				 errhint("Use ON CONFLICT DO NOTHING, or collegedb.run() with the shard's own statement.")));
 	return NIL;
 }

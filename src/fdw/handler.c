@@ -55,6 +55,7 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->ExecForeignUpdate = collegedb_exec_row_modify;
 	routine->ExecForeignDelete = collegedb_exec_row_modify;
 	routine->ExplainForeignModify = collegedb_explain_modify;
+	routine->ExecForeignTruncate = collegedb_exec_truncate;
 
 	routine->PlanDirectModify = collegedb_plan_direct_modify;
 	routine->BeginDirectModify = collegedb_begin_direct_modify;

@@ -70,6 +70,7 @@ typedef struct FdwInsertState
 	MemoryContext row_context;	/* reset after each row */
 	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 	bool		batching;
+	bool		do_nothing;		/* ON CONFLICT DO NOTHING: rows may be skipped */
 	char	   *values_prefix[CD_MAX_DIALECTS]; /* "INSERT ... VALUES " */
 	char	   *full_sql[CD_MAX_DIALECTS];	/* the INSERT of a full batch */
 	int			full_rows[CD_MAX_DIALECTS];
@@ -113,6 +114,34 @@ batching_allowed(ModifyTableState *mtstate, ResultRelInfo *rinfo, FdwInsertState
 }
 
 /*
+ * ensure_do_nothing_sendable refuses INSERT ... ON CONFLICT DO NOTHING
+ * before anything is sent when a shard the rows may reach cannot skip a
+ * conflicting row exactly (CdAdapter.insert_do_nothing).
+ */
+static void
+ensure_do_nothing_sendable(FdwInsertState *st, ResultRelInfo *rinfo)
+{
+	List	   *shards = st->table->shard ? list_make1((void *) ShardLookup(st->table->shard)) :
+		ShardList();
+	ListCell   *lc;
+
+	foreach(lc, shards)
+	{
+		const CdShard *shard = lfirst(lc);
+
+		if (st->sql[shard->dialect][0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("INSERT ... ON CONFLICT DO NOTHING into \"%s\" cannot be sent to %s shard \"%s\"",
+							RelationGetRelationName(rinfo->ri_RelationDesc),
+							AdapterForDialect(shard->dialect)->display_name, shard->name),
+					 errdetail("%s has no statement that skips exactly the rows that conflict with a unique constraint.",
+							   AdapterForDialect(shard->dialect)->display_name),
+					 errhint("Insert without ON CONFLICT, or leave out the rows that exist already.")));
+	}
+}
+
+/*
  * begin_insert sets up the insertion of rows into a foreign table, for
  * INSERT (collegedb_begin_modify) and for COPY FROM and rows routed to a
  * partition (collegedb_begin_foreign_insert).
@@ -133,7 +162,11 @@ begin_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 		if (!att->attisdropped && !att->attgenerated)
 			st->attnums[st->ncols++] = att->attnum;
 	}
-	DeparseInsert(st->table, st->ncols, st->attnums, st->sql);
+	st->do_nothing = mtstate->ps.plan && IsA(mtstate->ps.plan, ModifyTable) &&
+		((ModifyTable *) mtstate->ps.plan)->onConflictAction == ONCONFLICT_NOTHING;
+	DeparseInsert(st->table, st->ncols, st->attnums, st->do_nothing, st->sql);
+	if (st->do_nothing)
+		ensure_do_nothing_sendable(st, rinfo);
 	FdwObservedInit(&st->observed, mtstate->ps.state);
 	st->row_context = AllocSetContextCreate(mtstate->ps.state->es_query_cxt,
 											"collegedb insert row",
@@ -232,17 +265,16 @@ ensure_key(FdwInsertState *st, ResultRelInfo *rinfo, const char *key)
  * send_row sends one row where its key belongs, guarded: the path of every
  * row that does not wait in a batch.
  */
-static void
+static int64
 send_row(FdwInsertState *st, const char *key, CdParam *params)
 {
 	if (st->table->shard)
 	{
 		const CdShard *shard = ShardLookup(st->table->shard);
 
-		(void) RemoteExecute(shard, st->sql[shard->dialect], st->ncols, params, NULL, true);
-		return;
+		return RemoteExecute(shard, st->sql[shard->dialect], st->ncols, params, NULL, true);
 	}
-	(void) RouterExecuteDialects(key, strlen(key), st->sql, st->ncols, params, NULL, true);
+	return RouterExecuteDialects(key, strlen(key), st->sql, st->ncols, params, NULL, true);
 }
 
 /*
@@ -329,7 +361,7 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 
 			RouterSaveNewKeys(1, b->keys, b->key_lens, &b->shard, &owner);
 		}
-		send_row(st, b->keys[0], b->params);
+		(void) send_row(st, b->keys[0], b->params);
 		goto done;
 	}
 	rows = palloc(sizeof(int) * b->nrows);
@@ -395,7 +427,7 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 			elsewhere[nelsewhere++] = rows[i];
 	}
 	for (int i = 0; i < nelsewhere; i++)
-		send_row(st, b->keys[elsewhere[i]], &b->params[elsewhere[i] * st->ncols]);
+		(void) send_row(st, b->keys[elsewhere[i]], &b->params[elsewhere[i] * st->ncols]);
 
 done:
 	MemoryContextSwitchTo(old);
@@ -489,9 +521,10 @@ batch_add(FdwInsertState *st, const CdShard *shard, const char *key, bool is_new
 
 /*
  * insert_row sends one row where its key belongs, or adds it to its
- * shard's batch; see collegedb_exec_insert.
+ * shard's batch; see collegedb_exec_insert.  False when the shard skipped
+ * the row (ON CONFLICT DO NOTHING).
  */
-static void
+static bool
 insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 {
 	CdParam    *params = palloc(sizeof(CdParam) * Max(st->ncols, 1));
@@ -502,14 +535,11 @@ insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 	if (st->table->shard == NULL)
 		ensure_key(st, rinfo, key);
 	if (!st->batching)
-	{
-		send_row(st, key, params);
-		return;
-	}
+		return send_row(st, key, params) > 0 || !st->do_nothing;
 	if (st->table->shard)
 	{
 		batch_add(st, ShardLookup(st->table->shard), NULL, false, params);
-		return;
+		return true;
 	}
 
 	/*
@@ -521,10 +551,11 @@ insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 	route = RouterResolveBatched(key, strlen(key), &is_new);
 	if (route.ncandidates != 1 || (route.source == CD_ROUTE_SLOT && RecoveryInProgress()))
 	{
-		send_row(st, key, params);
-		return;
+		(void) send_row(st, key, params);
+		return true;
 	}
 	batch_add(st, route.shard, key, is_new, params);
+	return true;
 }
 
 /*
@@ -541,15 +572,16 @@ collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 	FdwInsertState *st = rinfo->ri_FdwState;
 	MemoryContext old = MemoryContextSwitchTo(st->row_context);
 	CdRemoteObserver *previous = NULL;
+	bool		inserted;
 
 	if (st->observed.observer)
 		previous = RemoteObserve(st->observed.observer);
-	insert_row(st, rinfo, slot);
+	inserted = insert_row(st, rinfo, slot);
 	if (st->observed.observer)
 		(void) RemoteObserve(previous);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(st->row_context);
-	return slot;
+	return inserted ? slot : NULL;
 }
 
 /*
