@@ -287,6 +287,23 @@ SELECT id, name, visits FROM users WHERE id IN ('user-1') OR id LIKE 'conflict-%
 DELETE FROM users WHERE id IN ('conflict-1', 'conflict-2', 'conflict-3');
 DROP FUNCTION inserted(text);
 
+-- ANALYZE samples every shard's rows: the row count is the whole table's,
+-- and the planner estimates from the statistics
+ANALYZE users;
+SELECT reltuples = (SELECT count(*) FROM users) AS counted_every_shard
+  FROM pg_class WHERE oid = 'users'::regclass;
+SELECT attname, null_frac > 0 AS has_nulls FROM pg_stats
+ WHERE schemaname = 'public' AND tablename = 'users' ORDER BY attname;
+CREATE FUNCTION estimated_rows(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+  plan json;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
+  RETURN plan->0->'Plan'->>'Plan Rows';
+END $$;
+SELECT estimated_rows('SELECT * FROM users') = (SELECT count(*) FROM users) AS estimate_is_count;
+DROP FUNCTION estimated_rows(text);
+
 -- TRUNCATE empties the table on every shard in the front's transaction
 SELECT count(*) > 0 AS has_rows FROM users;
 BEGIN;

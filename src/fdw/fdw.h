@@ -35,6 +35,7 @@ typedef struct CdForeignTable
 } CdForeignTable;
 
 extern CdForeignTable *FdwTableInfo(Oid relid);
+extern List *FdwTableShards(const CdForeignTable *table);
 
 /* what planning learns about a base relation (baserel->fdw_private) */
 typedef struct FdwRelInfo
@@ -171,6 +172,9 @@ extern void collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo);
 
 /* truncate.c */
 extern void collegedb_exec_truncate(List *rels, DropBehavior behavior, bool restart_seqs);
+
+/* analyze.c */
+extern bool collegedb_analyze(Relation rel, AcquireSampleRowsFunc *func, BlockNumber *totalpages);
 extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 									 List *fdw_private, int subplan_index, ExplainState *es);
 

@@ -46,6 +46,18 @@
 /* Table information */
 
 /*
+ * FdwTableShards returns the shards that hold a table's rows: its own
+ * shard's, or every registered shard (NO_SHARDS when there is none).
+ */
+List *
+FdwTableShards(const CdForeignTable *table)
+{
+	if (table->shard)
+		return list_make1((void *) ShardLookup(table->shard));
+	return list_copy(ShardListNonEmpty());
+}
+
+/*
  * FdwTableInfo reads a collegedb foreign table's options: the remote
  * name, schema and column names, the key column, and whether it belongs to
  * a shard's own server.

@@ -27,6 +27,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/appendinfo.h"
 #include "optimizer/clauses.h"
+#include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
@@ -152,7 +153,15 @@ collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntablei
 		}
 	}
 	baserel->fdw_private = info;
-	baserel->rows = info->key_expr ? (info->key_is_array ? 10 : 1) : 1000;
+	if (info->key_expr)
+		baserel->rows = info->key_is_array ? 10 : 1;
+	else if (baserel->tuples >= 0 && baserel->pages > 0)
+	{
+		/* ANALYZE sampled every shard (analyze.c): its count and statistics */
+		set_baserel_size_estimates(root, baserel);
+	}
+	else
+		baserel->rows = 1000;
 }
 
 void

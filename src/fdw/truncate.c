@@ -33,15 +33,6 @@
 #include "remote/remote.h"
 #include "remote/tombstones.h"
 
-/* the shards of a table: its own, or every registered one */
-static List *
-table_shards(const CdForeignTable *table)
-{
-	if (table->shard)
-		return list_make1((void *) ShardLookup(table->shard));
-	return list_copy(ShardListNonEmpty());
-}
-
 /*
  * truncate_sql returns the statement that empties 'table' on a shard of
  * 'adapter', refusing CASCADE and RESTART IDENTITY where the dialect's
@@ -90,7 +81,7 @@ collegedb_exec_truncate(List *rels, DropBehavior behavior, bool restart_seqs)
 		CdForeignTable *table = FdwTableInfo(RelationGetRelid(rel));
 		ListCell   *sc;
 
-		foreach(sc, table_shards(table))
+		foreach(sc, FdwTableShards(table))
 		{
 			const CdShard *shard = lfirst(sc);
 

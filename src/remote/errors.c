@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
+
 #include "collegedb.h"
 #include "remote/remote.h"
 
@@ -59,6 +61,25 @@ RemoteOpFailure(CdRemoteOp op)
 	return "statement failed";
 }
 
+/* the longest statement an error's context line shows whole */
+#define CONTEXT_SQL_MAX 800
+
+/*
+ * context_sql returns the statement for an error's context line: a long
+ * one (a batch's INSERT of a thousand rows) is cut after its beginning,
+ * which says what it was, with its length.
+ */
+static const char *
+context_sql(const char *sql)
+{
+	int			len;
+
+	if (sql == NULL || (len = strlen(sql)) <= CONTEXT_SQL_MAX)
+		return sql;
+	return psprintf("%.*s ... (%d characters)", pg_mbcliplen(sql, len, CONTEXT_SQL_MAX / 2),
+					sql, len);
+}
+
 /*
  * RemoteRaise raises 'err', a failure of 'op' on shard 'shard' (of
  * 'adapter''s dialect), running 'sql' (NULL: none); see the file header.
@@ -69,6 +90,8 @@ RemoteRaise(CdRemoteOp op, const char *shard, const CdAdapter *adapter,
 {
 	int			code = RemoteSqlstate(err->sqlstate);
 	const char *message = err->message ? err->message : "unknown error";
+
+	sql = context_sql(sql);
 
 	/* a connect's code is the adapter's: 08001, 2F003 (the password rule), ... */
 	if (err->connection_lost && op != CD_REMOTE_CONNECT && !CLASS_IS_08(code) &&

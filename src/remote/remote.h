@@ -156,16 +156,18 @@ extern void JsonbRowSinkInit(JsonbRowSink *sink, Tuplestorestate *store,
  * A sink that stores rows as tuples of a caller-given descriptor,
  * converting each cell to the column's type; columns match by position.
  */
-typedef struct RecordRowSink
+typedef struct RecordRowSink RecordRowSink;
+struct RecordRowSink
 {
 	CdRowSink	base;
-	Tuplestorestate *store;
+	Tuplestorestate *store;		/* where rows go, or: */
+	void		(*put) (RecordRowSink *sink, Datum *values, bool *nulls);
 	TupleDesc	desc;
 	MemoryContext row_context;
 	FmgrInfo   *inputs;
 	Oid		   *ioparams;
 	int64		rows;
-} RecordRowSink;
+};
 
 extern void RecordRowSinkInit(RecordRowSink *sink, Tuplestorestate *store,
 							  TupleDesc desc);

@@ -554,14 +554,19 @@ record_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 									  &sink->inputs[i], sink->ioparams[i], &nulls[i]);
 	}
 	error_context_stack = callback.previous;
-	tuplestore_putvalues(sink->store, desc, values, nulls);
+	if (sink->put)
+		sink->put(sink, values, nulls);
+	else
+		tuplestore_putvalues(sink->store, desc, values, nulls);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(sink->row_context);
 }
 
 /*
  * RecordRowSinkInit prepares a sink converting rows to tuples of 'desc',
- * looking up each column's input function once.
+ * looking up each column's input function once.  The rows go into 'store',
+ * or, where the caller sets sink->put instead, to that function (called in
+ * a memory context reset after each row).
  */
 void
 RecordRowSinkInit(RecordRowSink *sink, Tuplestorestate *store, TupleDesc desc)
