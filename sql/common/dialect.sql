@@ -318,6 +318,39 @@ SELECT count(*) AS after_truncate FROM users;
 SELECT s.shard, (SELECT count(*) FROM collegedb.all_on_shard(s.shard, 'SELECT id FROM users')) AS rows_left
   FROM (VALUES ('s1'), ('s2')) AS s(shard) ORDER BY s.shard;
 
+-- IMPORT FOREIGN SCHEMA from a shard: a sharded foreign table per table,
+-- keyed by the first column of its primary key (or the key_column option),
+-- with the shard's types mapped to PostgreSQL's
+SELECT shard, ok FROM collegedb.run_on_all(
+  'CREATE TABLE imported_t (k VARCHAR(20) PRIMARY KEY, n INTEGER NOT NULL, amount DECIMAL(10,2), note TEXT)')
+  ORDER BY shard;
+SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE nokey_t (a INTEGER, b TEXT)') ORDER BY shard;
+SELECT CASE s.dialect WHEN 'postgres' THEN 'public' WHEN 'sqlite' THEN 'main'
+         ELSE (SELECT split_part(o, '=', 2) FROM pg_foreign_server f, unnest(f.srvoptions) AS o
+                WHERE f.srvname = 's1' AND o LIKE 'dbname=%') END AS remote_schema
+  FROM collegedb.shards s WHERE s.name = 's1' \gset
+CREATE SCHEMA imp;
+IMPORT FOREIGN SCHEMA :"remote_schema" LIMIT TO (imported_t, nokey_t) FROM SERVER s1 INTO imp;
+SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+ WHERE c.relnamespace = 'imp'::regnamespace ORDER BY c.relname, a.attnum;
+SELECT c.relname, s.srvname, array_to_string(array(SELECT o FROM unnest(t.ftoptions) AS o
+                                               WHERE o NOT LIKE 'schema_name=%'), ', ') AS options
+  FROM pg_foreign_table t JOIN pg_class c ON c.oid = t.ftrelid JOIN pg_foreign_server s ON s.oid = t.ftserver
+ WHERE c.relnamespace = 'imp'::regnamespace ORDER BY c.relname;
+INSERT INTO imp.imported_t VALUES ('imp-1', 1, 2.50, 'one'), ('imp-2', 2, NULL, NULL);
+SELECT * FROM imp.imported_t ORDER BY k;
+IMPORT FOREIGN SCHEMA :"remote_schema" LIMIT TO (nokey_t) FROM SERVER collegedb INTO imp
+  OPTIONS (shard 's1', key_column 'a');
+SELECT count(*) AS nokey_imported FROM pg_class WHERE relnamespace = 'imp'::regnamespace AND relname = 'nokey_t';
+SELECT try($$IMPORT FOREIGN SCHEMA x FROM SERVER collegedb INTO imp$$);
+SELECT try($$IMPORT FOREIGN SCHEMA no_such_schema FROM SERVER s1 INTO imp$$);
+SELECT try($$IMPORT FOREIGN SCHEMA x FROM SERVER s1 INTO imp OPTIONS (bogus 'x')$$);
+DELETE FROM imp.imported_t WHERE k IN ('imp-1', 'imp-2');
+DROP SCHEMA imp CASCADE;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE imported_t') ORDER BY shard;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE nokey_t') ORDER BY shard;
+
 DROP FOREIGN TABLE users;
 DELETE FROM collegedb.mapping;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE users') ORDER BY shard;

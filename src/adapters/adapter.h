@@ -352,6 +352,14 @@ typedef struct CdConnInfo
  *			 unique constraint of the shard's table is skipped and counted
  *			 as not inserted, as PostgreSQL does; NULL where the dialect
  *			 cannot say exactly that.
+ * import_sql: the query IMPORT FOREIGN SCHEMA runs (fdw/import.c), $1 the
+ *			 remote schema: one row per column of every table and view
+ *			 there but collegedb's own, ordered by table and column
+ *			 position: table name, column name, the PostgreSQL type that
+ *			 holds its values, 1 for the first column of the primary key,
+ *			 1 for NOT NULL (0 otherwise), and the table's schema_name option
+ *			 (NULL where the shard's connection reaches it unqualified: a
+ *			 MySQL shard's own database, which differs between shards).
  * lock_table_sql: (optional) a statement a mover runs in its source
  *			 transaction right after lock_key_sql, before it reads any row:
  *			 it conflicts with the lock a guard escalates to once a shard
@@ -610,6 +618,7 @@ typedef struct CdAdapter
 	const char *truncate_fmt;
 	bool		truncate_options;
 	const char *insert_do_nothing;
+	const char *import_sql;
 	const char *copy_lock_clause;
 	const char *size_sql;
 	const char *key_match;

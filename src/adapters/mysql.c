@@ -596,6 +596,33 @@ const CdAdapter CdMysqlAdapter = {
 	 */
 	.copy_lock_clause = " FOR UPDATE",
 	.truncate_fmt = "DELETE FROM %s",	/* TRUNCATE commits implicitly */
+	.import_sql = "SELECT c.TABLE_NAME, c.COLUMN_NAME, CASE "
+	"WHEN c.COLUMN_TYPE LIKE 'tinyint(1)%' THEN 'boolean' "
+	"WHEN c.DATA_TYPE IN ('tinyint', 'smallint') THEN 'smallint' "
+	"WHEN c.DATA_TYPE IN ('mediumint', 'int') AND c.COLUMN_TYPE NOT LIKE '%unsigned%' THEN 'integer' "
+	"WHEN c.DATA_TYPE IN ('int', 'bigint') AND c.COLUMN_TYPE NOT LIKE '%unsigned%' THEN 'bigint' "
+	"WHEN c.DATA_TYPE IN ('mediumint', 'int') THEN 'bigint' "
+	"WHEN c.DATA_TYPE = 'bigint' THEN 'numeric(20)' "
+	"WHEN c.DATA_TYPE = 'decimal' THEN CONCAT('numeric(', c.NUMERIC_PRECISION, ',', c.NUMERIC_SCALE, ')') "
+	"WHEN c.DATA_TYPE = 'float' THEN 'real' "
+	"WHEN c.DATA_TYPE = 'double' THEN 'double precision' "
+	"WHEN c.DATA_TYPE = 'varchar' THEN CONCAT('varchar(', c.CHARACTER_MAXIMUM_LENGTH, ')') "
+	"WHEN c.DATA_TYPE = 'char' THEN CONCAT('char(', c.CHARACTER_MAXIMUM_LENGTH, ')') "
+	"WHEN c.DATA_TYPE IN ('tinytext', 'text', 'mediumtext', 'longtext', 'enum', 'set') THEN 'text' "
+	"WHEN c.DATA_TYPE IN ('tinyblob', 'blob', 'mediumblob', 'longblob', 'binary', 'varbinary') THEN 'bytea' "
+	"WHEN c.DATA_TYPE = 'date' THEN 'date' "
+	"WHEN c.DATA_TYPE IN ('datetime', 'timestamp') THEN 'timestamp' "
+	"WHEN c.DATA_TYPE = 'time' THEN 'time' "
+	"WHEN c.DATA_TYPE = 'json' THEN 'jsonb' "
+	"ELSE 'text' END, "
+	"CASE WHEN k.COLUMN_NAME IS NULL THEN 0 ELSE 1 END, CASE WHEN c.IS_NULLABLE = 'NO' THEN 1 ELSE 0 END, "
+	"NULLIF(c.TABLE_SCHEMA, DATABASE()) "
+	"FROM information_schema.COLUMNS c "
+	"LEFT JOIN information_schema.KEY_COLUMN_USAGE k ON k.TABLE_SCHEMA = c.TABLE_SCHEMA "
+	"AND k.TABLE_NAME = c.TABLE_NAME AND k.COLUMN_NAME = c.COLUMN_NAME "
+	"AND k.CONSTRAINT_NAME = 'PRIMARY' AND k.ORDINAL_POSITION = 1 "
+	"WHERE c.TABLE_SCHEMA = $1 AND c.TABLE_NAME NOT LIKE 'collegedb\\_%' "
+	"ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION",
 
 	/*
 	 * No insert_do_nothing: ON DUPLICATE KEY UPDATE c = c counts a skipped

@@ -811,6 +811,14 @@ const CdAdapter CdPostgresAdapter = {
 	.truncate_fmt = "TRUNCATE %s",
 	.truncate_options = true,
 	.insert_do_nothing = " ON CONFLICT DO NOTHING",
+	.import_sql = "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
+	"(i.indkey IS NOT NULL AND a.attnum = i.indkey[0])::int, a.attnotnull::int, n.nspname "
+	"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+	"JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+	"LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary "
+	"WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+	"AND c.relname NOT LIKE 'collegedb\\_%' "
+	"ORDER BY c.relname COLLATE \"C\", a.attnum",
 	.lock_table_sql = "LOCK TABLE collegedb_tombstones IN ROW EXCLUSIVE MODE",
 	.two_phase_sql = &pg_two_phase,
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",

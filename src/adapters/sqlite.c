@@ -558,6 +558,26 @@ const CdAdapter CdSqliteAdapter = {
 	.lock_key_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key = $1",
 	.truncate_fmt = "DELETE FROM %s",
 	.insert_do_nothing = " ON CONFLICT DO NOTHING",
+	/* types by SQLite's affinity rules, the forms the dialect reads back first */
+	.import_sql = "SELECT m.name, p.name, CASE "
+	"WHEN upper(p.type) LIKE '%INT%' THEN 'bigint' "
+	"WHEN upper(p.type) LIKE '%CHAR%' OR upper(p.type) LIKE '%CLOB%' "
+	"OR upper(p.type) LIKE '%TEXT%' THEN 'text' "
+	"WHEN upper(p.type) LIKE '%BLOB%' THEN 'bytea' "
+	"WHEN p.type = '' THEN 'text' "
+	"WHEN upper(p.type) LIKE '%REAL%' OR upper(p.type) LIKE '%FLOA%' "
+	"OR upper(p.type) LIKE '%DOUB%' THEN 'double precision' "
+	"WHEN upper(p.type) LIKE 'BOOL%' THEN 'boolean' "
+	"WHEN upper(p.type) LIKE 'DATETIME%' OR upper(p.type) LIKE 'TIMESTAMP%' THEN 'timestamp' "
+	"WHEN upper(p.type) LIKE 'DATE%' THEN 'date' "
+	"WHEN upper(p.type) LIKE 'DECIMAL(%' OR upper(p.type) LIKE 'NUMERIC(%' "
+	"THEN 'numeric' || substr(p.type, instr(p.type, '(')) "
+	"ELSE 'numeric' END, "
+	"p.pk = 1, p.\"notnull\", NULL "
+	"FROM sqlite_master m, pragma_table_info(m.name) p "
+	"WHERE m.type IN ('table', 'view') AND $1 IN ('main', 'public', '') "
+	"AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND m.name NOT LIKE 'collegedb\\_%' ESCAPE '\\' "
+	"ORDER BY m.name, p.cid",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 	.key_match = "%1$s = $%2$d COLLATE BINARY",
 	.topology_ddl = sqlite_topology_ddl,

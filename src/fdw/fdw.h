@@ -173,6 +173,9 @@ extern void collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo);
 /* truncate.c */
 extern void collegedb_exec_truncate(List *rels, DropBehavior behavior, bool restart_seqs);
 
+/* import.c */
+extern List *collegedb_import_schema(ImportForeignSchemaStmt *stmt, Oid serverOid);
+
 /* analyze.c */
 extern bool collegedb_analyze(Relation rel, AcquireSampleRowsFunc *func, BlockNumber *totalpages);
 extern void collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,

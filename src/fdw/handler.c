@@ -57,6 +57,7 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->ExplainForeignModify = collegedb_explain_modify;
 	routine->ExecForeignTruncate = collegedb_exec_truncate;
 	routine->AnalyzeForeignTable = collegedb_analyze;
+	routine->ImportForeignSchema = collegedb_import_schema;
 
 	routine->PlanDirectModify = collegedb_plan_direct_modify;
 	routine->BeginDirectModify = collegedb_begin_direct_modify;
