@@ -103,7 +103,8 @@ SELECT collegedb.run_on_shard('pb', $$INSERT INTO t VALUES ('b5', 5)$$);
 COMMIT;
 SELECT count(*) AS decisions FROM collegedb.commit_decision;
 
--- two SQLite writers: refused at commit (neither can prepare), nothing kept
+-- two SQLite writers: the second write is refused before it is sent
+-- (neither can prepare), and the transaction keeps nothing
 BEGIN;
 SELECT collegedb.run_on_shard('pa', $$INSERT INTO t VALUES ('a6', 6)$$);
 SELECT collegedb.run_on_shard('l1', $$INSERT INTO t VALUES ('l6', 6)$$);
@@ -123,6 +124,16 @@ COMMIT;
 SELECT s, collegedb.all_on_shard(s, $$SELECT count(*) AS n FROM t WHERE k LIKE '%6'$$)
   FROM unnest(ARRAY['pa', 'l1', 'l2']) s ORDER BY 1;
 -- sequential commits keep no decision
+SELECT count(*) AS decisions FROM collegedb.commit_decision;
+
+-- run_on_all in a transaction block: every row says what the commit keeps
+-- (the second SQLite shard refuses the write, the others commit together)
+BEGIN;
+SELECT shard, ok, error FROM collegedb.run_on_all($$INSERT INTO t VALUES ('r8', 8)$$) ORDER BY shard;
+COMMIT;
+SELECT s, collegedb.all_on_shard(s, $$SELECT count(*) AS n FROM t WHERE k = 'r8'$$)
+  FROM unnest(ARRAY['l1', 'l2', 'my', 'pa', 'pb']) s ORDER BY 1;
+SELECT shard, ok FROM collegedb.run_on_all($$DELETE FROM t WHERE k = 'r8'$$) ORDER BY shard;
 SELECT count(*) AS decisions FROM collegedb.commit_decision;
 
 -- savepoints inside a two-phase transaction, also on MariaDB (XA)

@@ -379,6 +379,7 @@ ConnectionMarkFinished(CdConnection *conn)
 {
 	conn->xact_depth = 0;
 	conn->wrote = false;
+	conn->write_lxid = InvalidLocalTransactionId;
 	conn->xa = false;
 	conn->prepare_sent = false;
 	conn->prepared = false;

@@ -49,6 +49,7 @@ struct CdConnection
 	 * waits for the front's decision.
 	 */
 	bool		wrote;
+	LocalTransactionId write_lxid;	/* a write began in this remote transaction */
 	bool		xa;
 	bool		prepare_sent;
 	bool		prepared;
@@ -72,6 +73,8 @@ typedef struct CdStatement
 	int			flags;			/* CD_EXEC_* for the statement */
 	bool		autocommit_only;	/* the dialect would commit implicitly */
 	bool		in_block;		/* the front is in a transaction block */
+	bool		commits_now;	/* the caller commits the shard's part right
+								 * after it (RemoteCommitNow), not the front */
 	bool		commit_alone;	/* commits on the shard in its own round
 								 * trip, no remote transaction
 								 * (ConnectionCommitAloneOk) */
@@ -183,6 +186,7 @@ extern void ObserveEnded(const CdShard *shard, int64 rows, bool internal, bool o
 /* twophase.c: the two-phase path of xact.c's commit */
 extern void TwoPhaseBeginGid(const CdShard *shard, CdConnection *conn, char *gid);
 extern CdConnection *TwoPhaseCheck(CdConnection **parts, int n);
+extern bool TwoPhaseWriterProblem(CdConnection *conn, CdStatementProblem *problem);
 extern void TwoPhasePrepare(CdConnection **parts, int n, CdConnection *last);
 extern void TwoPhaseLastCommitted(void);
 extern bool TwoPhaseFinish(bool aborted);

@@ -262,6 +262,15 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 		return false;
 	}
 
+	/*
+	 * A caller's write that would leave the transaction unable to commit is
+	 * refused before it is sent.  collegedb's own statements (a mover's)
+	 * commit their shards themselves.
+	 */
+	if (st->is_write && st->need_xact && !st->commits_now &&
+		(st->flags & CD_EXEC_INTERNAL) == 0 && TwoPhaseWriterProblem(conn, problem))
+		return false;
+
 	if (st->need_xact)
 	{
 		if (st->level - conn->xact_depth + 4 > MAX_SETUP_COMMANDS)

@@ -89,7 +89,8 @@ prepare(FanoutWork *w, const char *sql, int nparams, const CdParam *params)
 {
 	const CdShard *shard = w->out->shard;
 	bool		is_write = w->kind == CD_FANOUT_WRITE || w->kind == CD_FANOUT_AUTOCOMMIT ||
-		(w->kind == CD_FANOUT_BY_DIALECT && RemoteStatementWritesOn(shard, sql));
+		((w->kind == CD_FANOUT_BY_DIALECT || w->kind == CD_FANOUT_EACH_COMMITS) &&
+		 RemoteStatementWritesOn(shard, sql));
 	CdStatementProblem problem;
 
 	w->state = FANOUT_QUEUED;
@@ -105,6 +106,7 @@ prepare(FanoutWork *w, const char *sql, int nparams, const CdParam *params)
 	/* it commits on its own: no remote transaction is opened for it */
 	if (w->kind == CD_FANOUT_AUTOCOMMIT)
 		w->st.autocommit_only = true;
+	w->st.commits_now = w->kind == CD_FANOUT_EACH_COMMITS;
 
 	/*
 	 * The fan-out's own subtransaction is not the caller's transaction

@@ -47,6 +47,9 @@ typedef enum CdFanoutKind
 	CD_FANOUT_READ = 0,			/* a read (the caller checked) */
 	CD_FANOUT_WRITE,			/* a write */
 	CD_FANOUT_BY_DIALECT,		/* whatever each shard's dialect says */
+	CD_FANOUT_EACH_COMMITS,		/* the same, and the caller commits each
+								 * shard's part right after (RemoteCommitNow):
+								 * none waits for the front's commit */
 	CD_FANOUT_AUTOCOMMIT		/* collegedb's own writes, each atomic and
 								 * idempotent: each commits on its shard on
 								 * its own, outside any remote transaction */

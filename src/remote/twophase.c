@@ -59,6 +59,7 @@
 #include "pgstat.h"
 #include "replication/syncrep.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -303,6 +304,54 @@ ensure_one_last(CdConnection **parts, int n)
 				 errhint("Write on one such shard per transaction, or SET collegedb.commit_protocol = 'sequential' to commit the shards one after another, without atomicity.")));
 	}
 	return last;
+}
+
+/*
+ * TwoPhaseWriterProblem says, before the first write on 'conn' in the
+ * front's transaction, whether the transaction could still commit once it
+ * wrote there: under two-phase commit at most one writer may be unable to
+ * prepare (ensure_one_last), and it must be able to record the decision.
+ * When not, it fills 'problem' and returns true, so that the write is
+ * refused before it is sent, and nothing is reported done (a row of
+ * run_on_all, a result of run) that the commit would then roll back.
+ * Only dialects without PREPARE count here (whether an XA dialect's
+ * transaction can prepare depends on how it began; the pre-commit checks
+ * that), and writes still under way count (a fan-out begins them all
+ * before any ends).  Marks 'conn' as written in this transaction.
+ */
+bool
+TwoPhaseWriterProblem(CdConnection *conn, CdStatementProblem *problem)
+{
+	CdConnection **all;
+	const CdConnection *other = NULL;
+	int			n;
+
+	if (!two_phase_wanted())
+		return false;
+	if (!conn->wrote && !conn->adapter->caps.two_phase)
+	{
+		all = ConnectionList(&n);
+		for (int i = 0; i < n && other == NULL; i++)
+		{
+			/* a write of this transaction on another shard, done or under way */
+			if (all[i] == conn ||
+				!(all[i]->wrote || all[i]->write_lxid == MyProc->lxid))
+				continue;
+			if (!all[i]->adapter->caps.two_phase || !conn->adapter->caps.last_participant)
+				other = all[i];
+		}
+		pfree(all);
+	}
+	conn->write_lxid = MyProc->lxid;
+	if (other == NULL)
+		return false;
+	problem->sqlerrcode = ERRCODE_CD_CROSS_SHARD_UNSUPPORTED;
+	problem->message = psprintf("cannot write on shard \"%s\" in a transaction that wrote on shard \"%s\"",
+								conn->shard, other->shard);
+	problem->detail = pstrdup("The transaction could not commit: two-phase commit prepares every shard but one last participant, "
+							  "and at most one shard of a dialect without PREPARE (such as SQLite) may take part.");
+	problem->hint = pstrdup("Write on one such shard per transaction, or SET collegedb.commit_protocol = 'sequential' to commit the shards one after another, without atomicity.");
+	return true;
 }
 
 /*

@@ -102,7 +102,9 @@ collegedb_run_on_all(PG_FUNCTION_ARGS)
 		for (int i = 0; i < n; i++)
 			if (OidIsValid(shards[i].shard->serverid))
 				reachable[m++] = shards[i];
-		FanoutRun(reachable, m, sql, 0, NULL, CD_FANOUT_BY_DIALECT);
+		/* outside a block each shard's part commits at once, below */
+		FanoutRun(reachable, m, sql, 0, NULL,
+				  IsTransactionBlock() ? CD_FANOUT_BY_DIALECT : CD_FANOUT_EACH_COMMITS);
 		for (int i = 0, j = 0; i < n; i++)
 		{
 			if (OidIsValid(shards[i].shard->serverid))
