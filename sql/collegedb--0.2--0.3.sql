@@ -266,3 +266,21 @@ BEGIN
      WHERE (m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record);
 END
 $$;
+
+/*
+ * keep_placements: a switch away from a rule that places keys without
+ * mapping rows (computed placement, the slots strategy, for reads or for
+ * writes), by configure() or reset_setting(), first gives every key of the
+ * registered tables that has no mapping one to the shard that holds it,
+ * so that the keys are still found, and written, where they are.
+ */
+CREATE FUNCTION collegedb.keep_placements()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'collegedb_keep_placements'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION collegedb.keep_placements() FROM PUBLIC;
+
+CREATE TRIGGER config_keeps_placements
+  AFTER UPDATE ON collegedb.config
+  FOR EACH ROW EXECUTE FUNCTION collegedb.keep_placements();

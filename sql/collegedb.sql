@@ -178,6 +178,22 @@ CREATE TRIGGER config_restore
   FOR EACH ROW EXECUTE FUNCTION collegedb.config_restore();
 
 /*
+ * keep_placements: a switch away from a rule that places keys without
+ * mapping rows (computed placement, the slots strategy, for reads or for
+ * writes), by configure() or reset_setting(), first gives every key of the
+ * registered tables that has no mapping one to the shard that holds it,
+ * so that the keys are still found, and written, where they are.
+ */
+CREATE FUNCTION collegedb.keep_placements()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'collegedb_keep_placements'
+LANGUAGE C;
+
+CREATE TRIGGER config_keeps_placements
+  AFTER UPDATE ON collegedb.config
+  FOR EACH ROW EXECUTE FUNCTION collegedb.keep_placements();
+
+/*
  * The mapping store: one row per key, primary or lookup.  'key' is the
  * stored form (lowercase hex SHA-256 of the key's UTF-8 bytes with
  * hash_mappings, else the key itself); 'record' is the stored form of the

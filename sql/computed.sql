@@ -143,8 +143,21 @@ SELECT try($$INSERT INTO collegedb.epoch (epoch, shards) VALUES (0, '{db-a}')$$)
 -- a shard that epochs place keys on is not dropped without force
 SELECT try($$SELECT collegedb.drop_shard('db-d')$$);
 
--- back to KV placement: stored mappings rule again
+-- back to KV placement: the keys the epochs placed get mappings to where
+-- they are first, so that every key is still read and written there
+CREATE TABLE placed_before AS
+  SELECT r->>'id' AS k, s AS shard
+    FROM unnest(ARRAY['db-a', 'db-b', 'db-c', 'db-d']) AS s,
+         collegedb.all_on_shard(s, 'SELECT id FROM users') AS r;
+SELECT count(*) > 0 AS keys_in_tables FROM placed_before;
+SELECT try($$SELECT collegedb.configure(placement => 'kv', hash_mappings => false)$$);
 SELECT collegedb.configure(placement => 'kv');
+SELECT count(*) AS unmapped FROM placed_before p
+ WHERE NOT EXISTS (SELECT 1 FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key(p.k));
+SELECT count(*) AS elsewhere FROM placed_before p WHERE collegedb.shard_for_key(p.k) <> p.shard;
+SELECT count(*) AS readable FROM placed_before p
+ WHERE collegedb.first(p.k, 'SELECT id FROM users WHERE id = $1', p.k) IS NOT NULL;
+DROP TABLE placed_before;
 SELECT * FROM collegedb.publish_eligibility();
 
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE users') ORDER BY shard;

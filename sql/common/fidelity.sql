@@ -92,6 +92,12 @@ INSERT INTO fid_forms (ordered, sql) VALUES
   (false, 'SELECT DISTINCT grp FROM %T'),
   (false, 'SELECT DISTINCT name FROM %T'),
   (false, 'SELECT DISTINCT lower(name) FROM %T'),
+  (false, 'SELECT DISTINCT grp, flag FROM %T'),
+  (false, 'SELECT DISTINCT grp % 3 FROM %T WHERE price > 1'),
+  (false, 'SELECT DISTINCT d, big FROM %T'),
+  (false, 'SELECT grp FROM %T GROUP BY grp'),
+  (false, 'SELECT grp, flag FROM %T WHERE grp > 2 GROUP BY grp, flag'),
+  (true, 'SELECT DISTINCT grp FROM %T ORDER BY grp NULLS FIRST LIMIT 3'),
   (true, 'SELECT id, price FROM %T ORDER BY price DESC NULLS LAST, id LIMIT 5'),
   (true, 'SELECT id, grp FROM %T ORDER BY grp, id LIMIT 7'),
   (true, 'SELECT id, grp FROM %T ORDER BY grp NULLS FIRST, id LIMIT 7'),
@@ -173,6 +179,7 @@ SELECT grp, count(*), count(price), sum(price), avg(grp), min(d), max(big), bool
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*), sum(grp) FROM fid;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT name, count(*) FROM fid GROUP BY name;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT sum(f) FROM fid;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT DISTINCT grp, flag FROM fid;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM fid WHERE upper(name) = 'ABC';
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM fid;
 SELECT grp, count(*), sum(price), avg(grp), min(d), max(big), bool_and(flag), bool_or(flag)

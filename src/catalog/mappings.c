@@ -197,11 +197,12 @@ MappingPoint(const char *stored_key, const char *shard)
 	const char *args[2] = {stored_key, shard};
 
 	/* the record's rows: its primary row by key, its lookup keys by the
-	 * record index (which holds only those) */
-	if (CatalogExecTexts(NULL, "WITH r AS (SELECT record FROM collegedb.mapping WHERE key = $1) "
-						 "UPDATE collegedb.mapping m SET shard = $2 FROM r "
-						 "WHERE (m.key = r.record AND m.record = r.record) "
-						 "OR (m.record = r.record AND m.key <> m.record)",
+	 * record index (which holds only those), each found by an index */
+	if (CatalogExecTexts(NULL, "UPDATE collegedb.mapping m SET shard = $2 WHERE m.key IN ("
+						 "SELECT r.record FROM collegedb.mapping r WHERE r.key = $1 "
+						 "UNION ALL SELECT l.key FROM collegedb.mapping r "
+						 "JOIN collegedb.mapping l ON l.record = r.record AND l.key <> l.record "
+						 "WHERE r.key = $1)",
 						 2, args, false, NULL) == 0)
 		(void) CatalogExecTexts(NULL, "INSERT INTO collegedb.mapping (key, record, shard) "
 								"VALUES ($1, $1, $2) "

@@ -17,8 +17,11 @@
  * the families it compares exactly, never over text or floats whose
  * summation order matters), and grouping is by values that every dialect
  * compares for equality exactly (text keys only on PostgreSQL).  HAVING
- * stays on the front, on the combined groups.  Everything else is planned
- * as before: the front aggregates the scan's rows.
+ * stays on the front, on the combined groups.  A GROUP BY without
+ * aggregates, and a DISTINCT that is all the query does above the scan,
+ * are groupings without aggregates: each shard returns its distinct
+ * groups, the front merges them.  Everything else is planned as before:
+ * the front aggregates the scan's rows.
  *
  * This file also holds the callbacks that tell a base-table scan from an
  * aggregate scan (scanrelid 0) and hand each to its executor.
@@ -237,13 +240,13 @@ add_aggs_of(UpperBuild *b, Node *expr)
 }
 
 /*
- * grouping_ok sorts the grouping target into grouping expressions and
- * aggregates the shards can compute, as postgres_fdw's foreign_grouping_ok.
+ * grouping_ok sorts the grouping target into grouping expressions (those
+ * of 'clauses': the query's GROUP BY, or its DISTINCT) and aggregates the
+ * shards can compute, as postgres_fdw's foreign_grouping_ok.
  */
 static bool
-grouping_ok(PlannerInfo *root, UpperBuild *b, PathTarget *target, List *having)
+grouping_ok(UpperBuild *b, PathTarget *target, List *clauses, List *having)
 {
-	Query	   *query = root->parse;
 	ListCell   *lc;
 	int			i = 0;
 
@@ -253,7 +256,7 @@ grouping_ok(PlannerInfo *root, UpperBuild *b, PathTarget *target, List *having)
 		Index		ref = get_pathtarget_sortgroupref(target, i++);
 		SortGroupClause *sgc;
 
-		if (ref == 0 || (sgc = get_sortgroupref_clause_noerr(ref, query->groupClause)) == NULL)
+		if (ref == 0 || (sgc = get_sortgroupref_clause_noerr(ref, clauses)) == NULL)
 			continue;
 		if (!sgc->hashable || !every_dialect(b, (Node *) expr, group_exact))
 			return false;
@@ -266,7 +269,7 @@ grouping_ok(PlannerInfo *root, UpperBuild *b, PathTarget *target, List *having)
 	{
 		Index		ref = get_pathtarget_sortgroupref(target, i++);
 
-		if (ref != 0 && get_sortgroupref_clause_noerr(ref, query->groupClause) != NULL)
+		if (ref != 0 && get_sortgroupref_clause_noerr(ref, clauses) != NULL)
 			continue;
 		if (!add_aggs_of(b, lfirst(lc)))
 			return false;
@@ -275,8 +278,27 @@ grouping_ok(PlannerInfo *root, UpperBuild *b, PathTarget *target, List *having)
 }
 
 /*
+ * distinct_only says whether the query's DISTINCT is all there is to do
+ * above the scan (no grouping, aggregates, windows, set-returning
+ * functions in the target, or DISTINCT ON): then it is a grouping by the
+ * DISTINCT columns without aggregates, which the shards can do.
+ */
+static bool
+distinct_only(PlannerInfo *root)
+{
+	Query	   *query = root->parse;
+
+	return query->distinctClause != NIL && !query->hasDistinctOn && query->groupClause == NIL &&
+		!query->hasAggs && !query->hasWindowFuncs && !query->hasTargetSRFs &&
+		!root->hasHavingQual && query->groupingSets == NIL;
+}
+
+/*
  * collegedb_get_upper_paths offers a scan that aggregates on the shards for
- * the grouping of one sharded foreign table read on every shard.
+ * the grouping of one sharded foreign table read on every shard, or for
+ * its DISTINCT: each shard returns its distinct groups, the front merges
+ * them (the same key's rows live on one shard, but equal values of other
+ * columns do not).
  */
 void
 collegedb_get_upper_paths(PlannerInfo *root, UpperRelationKind stage,
@@ -287,6 +309,7 @@ collegedb_get_upper_paths(PlannerInfo *root, UpperRelationKind stage,
 	UpperBuild *b;
 	List	   *having;
 	ForeignPath *path;
+	PathTarget *target;
 	double		groups;
 
 	if (stage == UPPERREL_ORDERED && output_rel->fdw_private == NULL)
@@ -295,24 +318,31 @@ collegedb_get_upper_paths(PlannerInfo *root, UpperRelationKind stage,
 		TopnPaths(root, input_rel, output_rel, upper_fleet_dialects());
 		return;
 	}
-	if (stage != UPPERREL_GROUP_AGG || input_rel->reloptkind != RELOPT_BASEREL ||
-		info == NULL || output_rel->fdw_private != NULL)
+	if ((stage != UPPERREL_GROUP_AGG && !(stage == UPPERREL_DISTINCT && distinct_only(root))) ||
+		input_rel->reloptkind != RELOPT_BASEREL || info == NULL || output_rel->fdw_private != NULL)
 		return;
 	if (info->table->shard != NULL || info->key_expr != NULL || info->local_conds != NIL ||
 		info->table->key_attno == 0 || root->parse->groupingSets != NIL ||
-		gextra->patype != PARTITIONWISE_AGGREGATE_NONE)
+		(stage == UPPERREL_GROUP_AGG && gextra->patype != PARTITIONWISE_AGGREGATE_NONE))
 		return;
 	b = palloc0(sizeof(UpperBuild));
 	b->info = info;
 	b->relid = input_rel->relid;
 	b->fleet = upper_fleet_dialects();
-	having = (List *) gextra->havingQual;
-	if (b->fleet == 0 || !grouping_ok(root, b, output_rel->reltarget, having) || b->aggs == NIL)
+	having = stage == UPPERREL_GROUP_AGG ? (List *) gextra->havingQual : NIL;
+	/* the DISTINCT rel's own target is empty: the planner keeps it here */
+	target = stage == UPPERREL_GROUP_AGG ? output_rel->reltarget :
+		root->upper_targets[UPPERREL_DISTINCT];
+	if (b->fleet == 0 ||
+		!grouping_ok(b, target,
+					 stage == UPPERREL_GROUP_AGG ? root->parse->groupClause :
+					 root->parse->distinctClause, having) ||
+		(b->aggs == NIL && b->groups == NIL))
 		return;
 
 	groups = b->groups == NIL ? 1 : Max(input_rel->rows / 10, 1);
 	output_rel->fdw_private = b;
-	path = create_foreign_upper_path(root, output_rel, output_rel->reltarget, groups,
+	path = create_foreign_upper_path(root, output_rel, target, groups,
 									 10, 10 + groups + input_rel->rows * 0.01,
 									 NIL, NULL, list_make1(having));
 	add_path(output_rel, (Path *) path);

@@ -15,6 +15,9 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
 #include "catalog/tables.h"
 #include "cd_errcodes.h"
 #include "remote/remote.h"
@@ -138,4 +141,118 @@ RouterLocateKey(const char *key)
 		source = route.candidates[where];
 	}
 	return RouterFollowTombstones(source, key, strlen(key), &hops);
+}
+
+/* Recording where keys are (RouterMapKeysInPlace) */
+
+#define MAP_IN_PLACE_BATCH 1000
+
+typedef struct KeysInPlaceSink
+{
+	CdRowSink	base;
+	const CdShard *shard;
+	MemoryContext batch_context;	/* the batch's keys; reset after each */
+	char	   *keys[MAP_IN_PLACE_BATCH];
+	int			lens[MAP_IN_PLACE_BATCH];
+	int			n;
+	int64		mapped;
+	const char *sql;			/* the shard's statement */
+} KeysInPlaceSink;
+
+static void
+keys_in_place_flush(KeysInPlaceSink *s)
+{
+	const CdShard *picked[MAP_IN_PLACE_BATCH];
+	const CdShard *owners[MAP_IN_PLACE_BATCH];
+	MemoryContext old = MemoryContextSwitchTo(s->batch_context);
+
+	for (int i = 0; i < s->n; i++)
+		picked[i] = s->shard;
+	RouterSaveNewKeys(s->n, s->keys, s->lens, picked, owners);
+	MemoryContextSwitchTo(old);
+	s->mapped += s->n;
+	s->n = 0;
+	MemoryContextReset(s->batch_context);
+}
+
+static void
+keys_in_place_columns(CdRowSink *self, int ncols, const char *const *names)
+{
+}
+
+static void
+keys_in_place_row(CdRowSink *self, int ncols, const CdCell *cells)
+{
+	KeysInPlaceSink *s = (KeysInPlaceSink *) self;
+
+	if (cells[0].isnull || cells[0].kind == CD_VALUE_NULL)
+		return;
+	s->keys[s->n] = MemoryContextAlloc(s->batch_context, cells[0].len + 1);
+	memcpy(s->keys[s->n], cells[0].data, cells[0].len);
+	s->keys[s->n][cells[0].len] = '\0';
+	s->lens[s->n] = cells[0].len;
+	if (++s->n == MAP_IN_PLACE_BATCH)
+		keys_in_place_flush(s);
+}
+
+/* reads one shard's keys of one table (through RemoteTry) */
+static void
+keys_in_place_read(void *arg)
+{
+	KeysInPlaceSink *s = arg;
+
+	(void) RemoteExecuteInternal(s->shard, s->sql, 0, NULL, &s->base, false);
+	if (s->n > 0)
+		keys_in_place_flush(s);
+}
+
+/*
+ * RouterMapKeysInPlace gives every key of every registered table that has
+ * no mapping one to the shard that holds it, a batch of keys at a time: a
+ * switch away from a rule that placed keys without mappings (computed
+ * placement, the slots strategy) keeps them where they are, and what reads
+ * and writes them afterwards finds them by mapping.  A key already mapped
+ * keeps its mapping; a shard without one of the tables holds none of its
+ * keys.  Returns how many keys were read.
+ */
+int64
+RouterMapKeysInPlace(void)
+{
+	KeysInPlaceSink *s = palloc0(sizeof(KeysInPlaceSink));
+	const CdShard **set;
+	int			n;
+	ListCell   *lc;
+
+	s->base.columns = keys_in_place_columns;
+	s->base.row = keys_in_place_row;
+	s->batch_context = AllocSetContextCreate(CurrentMemoryContext,
+											 "collegedb keys in place",
+											 ALLOCSET_DEFAULT_SIZES);
+	set = ShardReadSet(&n);
+	foreach(lc, RegisteredTables())
+	{
+		CdTable    *table = lfirst(lc);
+
+		for (int i = 0; i < n; i++)
+		{
+			const CdAdapter *adapter = AdapterForDialect(set[i]->dialect);
+			ErrorData  *failure;
+
+			CHECK_FOR_INTERRUPTS();
+			s->shard = set[i];
+			s->sql = psprintf("SELECT DISTINCT %s FROM %s",
+							  adapter->quote_ident(table->key_column),
+							  adapter->quote_ident(table->name));
+			/* a shard without the table holds none of its keys */
+			if (!RemoteTry(keys_in_place_read, s, &failure))
+			{
+				if (failure->sqlerrcode != ERRCODE_UNDEFINED_TABLE)
+					ReThrowError(failure);
+				s->n = 0;
+				MemoryContextReset(s->batch_context);
+			}
+		}
+	}
+	MemoryContextDelete(s->batch_context);
+	return s->mapped;
 }

@@ -54,6 +54,7 @@ extern uint64 RouterSharedMisses;
 
 extern CdRoute RouterResolve(const char *key, int key_len, bool for_write, bool save);
 extern CdRoute RouterResolveBatched(const char *key, int key_len, bool *is_new);
+extern int64 RouterMapKeysInPlace(void);
 extern void RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 							  const CdShard *const *picked, const CdShard **owners);
 extern bool RouterFindMapping(const char *key, int key_len, const CdShard **shard);

@@ -20,6 +20,8 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -27,6 +29,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/config.h"
+#include "cd_errcodes.h"
 #include "router/router.h"
 #include "sqlfuncs/sqlfuncs.h"
 
@@ -97,4 +100,69 @@ collegedb_configure(PG_FUNCTION_ARGS)
 		(void) RouterPublishEligibility(&eligible, &published);
 	}
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(collegedb_keep_placements);
+
+/* a column of a collegedb.config row, as text (NULL when null) */
+static char *
+config_value(HeapTuple row, TupleDesc desc, const char *column)
+{
+	return SPI_getvalue(row, desc, SPI_fnumber(desc, column));
+}
+
+/* the strategy a config row uses for reads or writes */
+static char *
+config_strategy(HeapTuple row, TupleDesc desc, const char *side)
+{
+	char	   *s = config_value(row, desc, side);
+
+	return s ? s : config_value(row, desc, "strategy");
+}
+
+static bool
+leaves(const char *before, const char *after, const char *rule)
+{
+	return strcmp(before, rule) == 0 && strcmp(after, rule) != 0;
+}
+
+/*
+ * collegedb_keep_placements is the trigger after an update of
+ * collegedb.config: when the update leaves computed placement or the slots
+ * strategy (for reads or for writes), rules that place keys without
+ * mapping rows, the keys of the registered tables get mappings to where
+ * they are (RouterMapKeysInPlace) before anything routes by the new rule.
+ */
+Datum
+collegedb_keep_placements(PG_FUNCTION_ARGS)
+{
+	TriggerData *trig = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	old_row,
+				new_row;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trig->tg_event) || !TRIGGER_FIRED_AFTER(trig->tg_event))
+		elog(ERROR, "collegedb_keep_placements must be an AFTER UPDATE row trigger");
+	desc = RelationGetDescr(trig->tg_relation);
+	old_row = trig->tg_trigtuple;
+	new_row = trig->tg_newtuple;
+
+	if (!leaves(config_value(old_row, desc, "placement"),
+				config_value(new_row, desc, "placement"), "computed") &&
+		!leaves(config_strategy(old_row, desc, "read_strategy"),
+				config_strategy(new_row, desc, "read_strategy"), "slots") &&
+		!leaves(config_strategy(old_row, desc, "write_strategy"),
+				config_strategy(new_row, desc, "write_strategy"), "slots"))
+		return PointerGetDatum(NULL);
+
+	/* the mappings are written in the stored form the settings had */
+	if (strcmp(config_value(old_row, desc, "hash_mappings"),
+			   config_value(new_row, desc, "hash_mappings")) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot change hash_mappings while leaving computed placement or the slots strategy"),
+				 errhint("Change hash_mappings in a configure() call of its own.")));
+	(void) RouterMapKeysInPlace();
+	return PointerGetDatum(NULL);
 }
