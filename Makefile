@@ -87,6 +87,7 @@ OBJS = \
 	src/fdw/truncate.o \
 	src/fdw/analyze.o \
 	src/fdw/import.o \
+	src/fdw/join_paths.o \
 	src/fdw/modify_keys.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \

@@ -118,6 +118,9 @@ INSERT INTO fid_forms (ordered, sql) VALUES
   (false, 'SELECT a.id FROM %T a WHERE NOT EXISTS (SELECT 1 FROM %T b WHERE b.id = a.id AND b.flag)'),
   (false, 'SELECT a.grp, count(*) FROM %T a JOIN %T b ON a.grp = b.grp GROUP BY a.grp'),
   (false, 'SELECT l.id, t.name FROM (VALUES (''k1''), (''k7''), (''nope'')) AS l(id) JOIN %T t USING (id)'),
+  (false, 'SELECT l.id, t.grp FROM (VALUES (''k2'', 1), (''k3'', 9), (''k4'', 0)) AS l(id, g) JOIN %T t ON t.id = l.id AND t.grp > l.g'),
+  (false, 'SELECT l.id, t.grp FROM (VALUES (''k5''), (''K5''), (NULL)) AS l(id) LEFT JOIN %T t ON t.id = l.id'),
+  (false, 'SELECT l.id, t.grp FROM (VALUES (''K6''), (''k8'')) AS l(id) JOIN %T t ON t.id = lower(l.id)'),
   (false, 'SELECT id FROM %T WHERE id = ANY (ARRAY[''k1'', ''k2'', ''k40''])'),
   (false, 'SELECT count(*) FROM %T WHERE grp IN (SELECT grp FROM %T WHERE flag)'),
   (false, 'SELECT id, row_number() OVER (PARTITION BY grp ORDER BY id) FROM %T'),
@@ -180,6 +183,8 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*), sum(grp) FROM fid;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT name, count(*) FROM fid GROUP BY name;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT sum(f) FROM fid;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT DISTINCT grp, flag FROM fid;
+-- a few outer rows joined on the key: one keyed read each, no scan of every shard
+EXPLAIN (COSTS OFF) SELECT l.id, t.name FROM (VALUES ('k1'), ('k7')) AS l(id) JOIN fid t USING (id);
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM fid WHERE upper(name) = 'ABC';
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM fid;
 SELECT grp, count(*), sum(price), avg(grp), min(d), max(big), bool_and(flag), bool_or(flag)

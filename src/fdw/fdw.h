@@ -173,6 +173,10 @@ extern void collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo);
 /* truncate.c */
 extern void collegedb_exec_truncate(List *rels, DropBehavior behavior, bool restart_seqs);
 
+/* join_paths.c */
+extern void FdwAddKeyedJoinPaths(PlannerInfo *root, RelOptInfo *rel, FdwRelInfo *info);
+extern Expr *FdwKeyedJoinValue(ForeignPath *path);
+
 /* import.c */
 extern List *collegedb_import_schema(ImportForeignSchemaStmt *stmt, Oid serverOid);
 

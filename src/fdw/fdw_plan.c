@@ -174,6 +174,7 @@ collegedb_get_paths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
 													   startup, total, NIL, baserel->lateral_relids,
 													   NULL, NIL));
+	FdwAddKeyedJoinPaths(root, baserel, info);
 }
 
 /*
@@ -239,10 +240,16 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	FdwRelInfo *info = baserel->fdw_private;
 	List	   *params = NIL;
 	List	   *local = extract_actual_clauses(info->local_conds, false);
+	Expr	   *join_key = FdwKeyedJoinValue(best_path);
 	Bitmapset  *used = NULL;
 	FdwDeparse	d;
 	int			key_param;
 	int64		limit;
+
+	/* a keyed read per outer row: the join's conditions are checked here */
+	if (join_key)
+		local = list_concat(local,
+							extract_actual_clauses(best_path->path.param_info->ppi_clauses, false));
 
 	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &used);
 	pull_varattnos((Node *) local, baserel->relid, &used);
@@ -256,7 +263,7 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	DeparseInit(&d, info->table, baserel->relid, &params);
 	DeparseSelect(&d, used);
-	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr, false);
+	key_param = DeparseWhere(&d, info->remote_conds, join_key ? join_key : info->key_expr, false);
 	limit = pushed_limit(root, baserel, info, local);
 	if (limit >= 0)
 		DeparseLimit(&d, limit);

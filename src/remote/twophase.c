@@ -317,7 +317,9 @@ ensure_one_last(CdConnection **parts, int n)
  * Only dialects without PREPARE count here (whether an XA dialect's
  * transaction can prepare depends on how it began; the pre-commit checks
  * that), and writes still under way count (a fan-out begins them all
- * before any ends).  Marks 'conn' as written in this transaction.
+ * before any ends; the shard's own earlier writes do not: collegedb's
+ * guard of a write is not checked, and runs before it).  Marks 'conn' as
+ * written in this transaction.
  */
 bool
 TwoPhaseWriterProblem(CdConnection *conn, CdStatementProblem *problem)
@@ -328,7 +330,7 @@ TwoPhaseWriterProblem(CdConnection *conn, CdStatementProblem *problem)
 
 	if (!two_phase_wanted())
 		return false;
-	if (!conn->wrote && !conn->adapter->caps.two_phase)
+	if (!conn->adapter->caps.two_phase)
 	{
 		all = ConnectionList(&n);
 		for (int i = 0; i < n && other == NULL; i++)

@@ -50,21 +50,22 @@ my $insert = q{SELECT collegedb.run_on_shard('%s', 'INSERT INTO items VALUES ($1
 bg_query($bg, 'BEGIN');
 $r = bg_query($bg, sprintf($insert, 'l1', 1, 'rolled back'));
 is($r->{stdout}, '1', 'insert on l1 inside BEGIN') or diag $r->{stderr};
-$r = bg_query($bg, sprintf($insert, 'l2', 1, 'rolled back'));
-is($r->{stdout}, '1', 'insert on l2 inside BEGIN') or diag $r->{stderr};
 is(row_of($file1, 1), '', 'the uncommitted row is not visible to another process');
 bg_query($bg, 'ROLLBACK');
 is(row_of($file1, 1), '', 'ROLLBACK: the row is absent on l1');
 is(row_of($file2, 1), '', 'ROLLBACK: the row is absent on l2');
 
 # two SQLite shards cannot both take part in one two-phase commit (neither can
-# prepare): refused at COMMIT, nothing committed anywhere
+# prepare): the write on the second is refused before it is sent, and the
+# transaction commits nothing anywhere
 bg_query($bg, 'BEGIN');
 bg_query($bg, q{INSERT INTO local_log VALUES ('refused')});
 bg_query($bg, sprintf($insert, 'l1', 2, 'refused'));
-bg_query($bg, sprintf($insert, 'l2', 2, 'refused'));
+$r = bg_query($bg, sprintf($insert, 'l2', 2, 'refused'));
+is($r->{sqlstate}, 'CD009', 'a write on a second SQLite shard is refused under 2pc');
+like($r->{stderr}, qr/cannot write on shard "l2" in a transaction that wrote on shard "l1"/,
+	'... naming both shards');
 $r = bg_query($bg, 'COMMIT');
-is($r->{sqlstate}, 'CD009', 'COMMIT of two SQLite writers is refused under 2pc');
 is(row_of($file1, 2), '', 'refused COMMIT: nothing on l1');
 is(row_of($file2, 2), '', 'refused COMMIT: nothing on l2');
 
