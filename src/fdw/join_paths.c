@@ -29,9 +29,15 @@
 
 #include "fdw/fdw.h"
 
-/* the cost of one keyed read: as a scan with key equality (fdw_plan.c) */
+/*
+ * The cost of one keyed read, per outer row: a round trip, about what a
+ * scan of every shard spends on 100 rows (0.15 ms against 1.5 us a row,
+ * measured over two PostgreSQL shards; fdw_plan.c costs a full scan at 10
+ * a row).  A nested loop of keyed reads wins while the outer side has
+ * fewer rows than about a hundredth of the table.
+ */
 #define KEYED_READ_STARTUP 10
-#define KEYED_READ_TOTAL 100
+#define KEYED_READ_TOTAL 1000
 
 /* generate_implied_equalities_for_column's test: the key column's member */
 static bool
