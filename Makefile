@@ -85,6 +85,7 @@ OBJS = \
 	src/fdw/fdw_exec.o \
 	src/fdw/insert.o \
 	src/fdw/modify_keys.o \
+	src/fdw/row_modify.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \
 	src/sqlfuncs/config_funcs.o \

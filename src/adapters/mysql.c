@@ -595,6 +595,7 @@ const CdAdapter CdMysqlAdapter = {
 	 * snapshot), so the copy includes the prepared writer's change.
 	 */
 	.copy_lock_clause = " FOR UPDATE",
+	.row_lock_clause = " FOR UPDATE",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 	.topology_ddl = mysql_topology_ddl,

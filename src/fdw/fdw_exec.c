@@ -315,6 +315,8 @@ typedef struct FdwScanState
 	bool		key_is_array;
 	List	   *key_split;		/* see FdwPrivKeySplit */
 	bool		is_write;
+	bool		for_modify;		/* rows of an UPDATE or DELETE row by row */
+	TupleDesc	store_desc;		/* the table's columns, then the row identity */
 	bool		set_processed;
 	List	   *param_exprs;	/* ExprStates */
 	List	   *param_types;
@@ -324,6 +326,22 @@ typedef struct FdwScanState
 	int64		rows;
 	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 } FdwScanState;
+
+/*
+ * with_row_identity returns 'desc' with one more column, text: the row's
+ * identity on its shard, as the fetch of a row-by-row UPDATE or DELETE
+ * selects it (row_modify.c).
+ */
+static TupleDesc
+with_row_identity(TupleDesc desc)
+{
+	TupleDesc	out = CreateTemplateTupleDesc(desc->natts + 1);
+
+	for (int i = 0; i < desc->natts; i++)
+		TupleDescCopyEntry(out, i + 1, desc, i + 1);
+	TupleDescInitEntry(out, desc->natts + 1, "collegedb_row_identity", TEXTOID, -1, 0);
+	return out;
+}
 
 static FdwScanState *
 scan_state(ForeignScanState *node, bool is_write)
@@ -340,15 +358,17 @@ scan_state(ForeignScanState *node, bool is_write)
 	st->key_is_array = boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray));
 	st->key_split = list_nth(plan->fdw_private, FdwPrivKeySplit);
 	st->set_processed = boolVal(list_nth(plan->fdw_private, FdwPrivSetProcessed));
-	st->is_write = is_write;
+	st->for_modify = boolVal(list_nth(plan->fdw_private, FdwPrivForModify));
+	st->is_write = is_write || st->for_modify;
+	st->store_desc = is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
+		RelationGetDescr(node->ss.ss_currentRelation);
+	if (st->for_modify)
+		st->store_desc = with_row_identity(st->store_desc);
 	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	foreach(lc, plan->fdw_exprs)
 		st->param_types = lappend_oid(st->param_types, exprType(lfirst(lc)));
 	FdwObservedInit(&st->observed, node->ss.ps.state);
-	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state,
-										is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
-										RelationGetDescr(node->ss.ss_currentRelation),
-										&TTSOpsMinimalTuple);
+	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state, st->store_desc, &TTSOpsMinimalTuple);
 	return st;
 }
 
@@ -534,6 +554,32 @@ ensure_returning_possible(FdwScanState *st)
 }
 
 /*
+ * with_identity puts the stored row into the scan's slot (a heap tuple's,
+ * as every foreign scan's) with its identity as the tuple's tid, which the
+ * junk "ctid" of the UPDATE or DELETE reads.
+ */
+static TupleTableSlot *
+with_identity(FdwScanState *st, TupleTableSlot *slot)
+{
+	int			natts = slot->tts_tupleDescriptor->natts;
+	HeapTupleTableSlot *hslot = (HeapTupleTableSlot *) slot;
+	ItemPointerData tid;
+
+	Assert(TTS_IS_HEAPTUPLE(slot));
+	slot_getallattrs(st->stored);
+	FdwRowIdentity(st->stored->tts_isnull[natts] ? NULL :
+				   TextDatumGetCString(st->stored->tts_values[natts]), &tid);
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, st->stored->tts_values, sizeof(Datum) * natts);
+	memcpy(slot->tts_isnull, st->stored->tts_isnull, sizeof(bool) * natts);
+	ExecStoreVirtualTuple(slot);
+	ExecMaterializeSlot(slot);
+	hslot->tuple->t_self = tid;
+	slot->tts_tid = tid;
+	return slot;
+}
+
+/*
  * next_row puts the next stored row in the scan's slot.  A row read back
  * from the tuplestore's file is allocated in the current context and the
  * reading slot frees it when it is cleared: read it in the query's
@@ -549,6 +595,8 @@ next_row(FdwScanState *st, TupleTableSlot *slot, EState *estate)
 	MemoryContextSwitchTo(old);
 	if (!found)
 		return ExecClearTuple(slot);
+	if (st->for_modify)
+		return with_identity(st, slot);
 	return ExecCopySlot(slot, st->stored);
 }
 
@@ -572,7 +620,7 @@ collegedb_iterate(ForeignScanState *node)
 
 		st->store = tuplestore_begin_heap(false, false, work_mem);
 		MemoryContextSwitchTo(old);
-		run_statement(node, st, RelationGetDescr(node->ss.ss_currentRelation));
+		run_statement(node, st, st->store_desc);
 		st->fetched = true;
 	}
 	return next_row(st, slot, node->ss.ps.state);
@@ -669,20 +717,7 @@ collegedb_end_direct_modify(ForeignScanState *node)
 	collegedb_end_scan(node);
 }
 
-/* INSERT: insert.c */
-
-/*
- * collegedb_exec_row_modify is never reached: an UPDATE or DELETE either
- * goes to the shards whole or is refused at planning (fdw_plan.c).  The
- * executor only needs it to exist.
- */
-TupleTableSlot *
-collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
-						  TupleTableSlot *slot, TupleTableSlot *planSlot)
-{
-	elog(ERROR, "collegedb modifies foreign tables only as a whole statement");
-	return NULL;
-}
+/* INSERT: insert.c; UPDATE and DELETE row by row: row_modify.c */
 
 /* EXPLAIN */
 

@@ -1,0 +1,406 @@
+/*-------------------------------------------------------------------------
+ *
+ * row_modify.c
+ *	  UPDATE and DELETE of collegedb foreign tables row by row, as
+ *	  postgres_fdw runs a statement it cannot send whole: the scan fetches
+ *	  the rows with their identity on the shard, the front computes the
+ *	  new values, and each row is changed by its own statement, routed by
+ *	  the row's key and guarded.
+ *
+ * This path serves what direct modification (fdw_plan.c) cannot: new
+ * values or conditions some dialect among the shards does not compute as
+ * PostgreSQL does (numeric arithmetic on SQLite, upper() anywhere), joins
+ * with other relations (UPDATE ... FROM, DELETE ... USING), and RETURNING
+ * where a dialect has none.
+ *
+ * A row is identified on its shard by the key (which routes it) and the
+ * dialect's row identity (CdAdapter.row_identity: PostgreSQL's ctid,
+ * SQLite's rowid), which the scan of the target selects in the shard's
+ * write transaction, locking the rows it returns (row_lock_clause; SQLite's
+ * write transaction holds the database lock).  A ctid is not stable across
+ * a move, but a move deletes the key's rows on the source only under the
+ * key's lock, which the rows' locks and the guard of each write keep from
+ * it until the front's transaction ends.  The identity travels to the
+ * ModifyTable as the junk "ctid" column: a tid, or a 64-bit integer
+ * encoded in one (FdwRowIdentity).  A dialect without a row identity
+ * (MySQL: a row is told from another only by a primary key the front does
+ * not know) is refused when a row of one of its shards is to change.
+ *
+ * RETURNING gives the row as the front computed it (UPDATE) or fetched it
+ * (DELETE), which is what the same statement on a local table returns, on
+ * every dialect.  The key column cannot change (fdw_plan.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/appendinfo.h"
+#include "optimizer/inherit.h"
+#include "optimizer/pathnode.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "catalog/shards.h"
+#include "cd_errcodes.h"
+#include "fdw/fdw.h"
+#include "remote/remote.h"
+#include "router/router.h"
+
+/* an integer identity in a tid: offsets with this bit set (ctids have none) */
+#define ROW_ID_INT_FLAG 0x8000
+#define ROW_ID_INT_BITS 15
+#define ROW_ID_INT_MAX ((INT64CONST(1) << (32 + ROW_ID_INT_BITS)) - 1)
+
+/* fdw_private of a row-by-row UPDATE or DELETE */
+enum RowModifyPrivate
+{
+	RowPrivSql = 0,				/* List of the per-row statement per dialect */
+	RowPrivSetAttnos			/* IntList: the columns an UPDATE sets */
+};
+
+typedef struct RowModifyState
+{
+	FdwModifyKind kind;			/* FDW_MODIFY_ROWS */
+	CdForeignTable *table;
+	CmdType		op;
+	const char *sql[CD_MAX_DIALECTS];
+	int			nset;
+	AttrNumber *set_attnos;
+	AttrNumber	ctid_attno;		/* the junk identity in the subplan's rows */
+	AttrNumber	wholerow_attno; /* DELETE: the junk old row */
+	MemoryContext row_context;	/* reset before each row */
+	FdwObserved observed;		/* under EXPLAIN ANALYZE */
+} RowModifyState;
+
+/*
+ * collegedb_add_update_targets asks the scan of an UPDATE's or DELETE's
+ * target for each row's identity (the junk "ctid"), and for DELETE the old
+ * row too (its key routes it, RETURNING shows it).  PostgreSQL itself asks
+ * for the whole row of an UPDATE.
+ */
+void
+collegedb_add_update_targets(PlannerInfo *root, Index rtindex, RangeTblEntry *target_rte,
+							 Relation target_relation)
+{
+	Var		   *var = makeVar(rtindex, SelfItemPointerAttributeNumber, TIDOID, -1, InvalidOid, 0);
+
+	add_row_identity_var(root, var, rtindex, "ctid");
+	if (root->parse->commandType == CMD_DELETE)
+		add_row_identity_var(root, makeWholeRowVar(target_rte, rtindex, 0, false),
+							 rtindex, "wholerow");
+}
+
+/*
+ * RowModifyPlan builds the statement each row sends, for every dialect:
+ * "UPDATE t SET c = $1, ... WHERE key = $k AND <identity>" or "DELETE FROM t
+ * WHERE ...", the key where the table has one.  The identity takes two
+ * parameters, the tid form and the integer form, the one of the row's
+ * dialect set and the other NULL; a dialect without a row identity gets no
+ * text.
+ */
+List *
+RowModifyPlan(PlannerInfo *root, ModifyTable *plan, Index resultRelation)
+{
+	RangeTblEntry *rte = planner_rt_fetch(resultRelation, root);
+	CdForeignTable *table = FdwTableInfo(rte->relid);
+	CmdType		op = plan->operation;
+	List	   *attnos = NIL;
+	List	   *params = NIL;
+	FdwDeparse	d;
+	ListCell   *lc;
+	int			id_tid,
+				id_int;
+
+	if (op == CMD_UPDATE)
+	{
+		RelOptInfo *rel = find_base_rel(root, resultRelation);
+		Bitmapset  *cols = get_rel_all_updated_cols(root, rel);
+		int			col = -1;
+
+		while ((col = bms_next_member(cols, col)) >= 0)
+		{
+			AttrNumber	attno = col + FirstLowInvalidHeapAttributeNumber;
+
+			if (attno <= InvalidAttrNumber)
+				elog(ERROR, "system-column update is not supported");
+			FdwEnsureKeyUnchanged(table, attno);
+			attnos = lappend_int(attnos, attno);
+		}
+	}
+
+	DeparseInit(&d, table, resultRelation, &params);
+	DeparseModify(&d, op);
+	foreach(lc, attnos)
+	{
+		AttrNumber	attno = lfirst_int(lc);
+		char		buf[16];
+
+		/* the new values are the row's, computed here: $1 .. $n */
+		params = lappend(params, makeNullConst(TEXTOID, -1, InvalidOid));
+		snprintf(buf, sizeof(buf), "$%d", list_length(params));
+		DeparseAppend(&d, foreach_current_index(lc) == 0 ? " SET " : ", ");
+		DeparseColumn(&d, attno);
+		DeparseAppend(&d, " = ");
+		DeparseAppend(&d, buf);
+	}
+	if (table->key_attno > 0)
+	{
+		Oid			type;
+		int32		typmod;
+		Oid			collation;
+
+		get_atttypetypmodcoll(table->relid, table->key_attno, &type, &typmod, &collation);
+		(void) DeparseWhere(&d, NIL, (Expr *) makeNullConst(type, typmod, collation), true);
+	}
+	id_tid = list_length(params) + 1;
+	id_int = id_tid + 1;
+	for (int i = 0; i < AdapterCount(); i++)
+	{
+		const CdAdapter *adapter = AdapterForDialect(i);
+		char		own[16],
+					other[16];
+
+		if (adapter->row_identity == NULL)
+		{
+			d.failed[i] = true;
+			continue;
+		}
+		snprintf(own, sizeof(own), "$%d", adapter->row_identity_int ? id_int : id_tid);
+		snprintf(other, sizeof(other), "$%d", adapter->row_identity_int ? id_tid : id_int);
+		appendStringInfoString(&d.sql[i], d.nconds[i]++ ? " AND " : " WHERE ");
+		appendStringInfo(&d.sql[i], adapter->row_identity_match, own, other);
+	}
+	return list_make2(DeparseTexts(&d), attnos);
+}
+
+/*
+ * FdwRowIdentity turns the identity a shard returned for a row (its text,
+ * NULL when the dialect has none) into the tid the scan's row carries.  A
+ * tid's text is taken as it is; an integer i is written (i >> 15, 0x8000 |
+ * (i & 0x7fff)), an offset no ctid has.  No identity is the invalid tid.
+ */
+void
+FdwRowIdentity(const char *text, ItemPointer tid)
+{
+	int64		id;
+
+	if (text == NULL)
+	{
+		ItemPointerSetInvalid(tid);
+		return;
+	}
+	if (text[0] == '(')
+	{
+		ItemPointerCopy((ItemPointer) DatumGetPointer(DirectFunctionCall1(tidin, CStringGetDatum(text))),
+						tid);
+		return;
+	}
+	id = pg_strtoint64(text);
+	if (id < 0 || id > ROW_ID_INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("row identity " INT64_FORMAT " of a shard's row is out of range", id),
+				 errdetail("UPDATE and DELETE row by row take row identities from 0 to " INT64_FORMAT ".",
+						   ROW_ID_INT_MAX)));
+	ItemPointerSet(tid, (BlockNumber) (id >> ROW_ID_INT_BITS),
+				   (OffsetNumber) (ROW_ID_INT_FLAG | (id & (ROW_ID_INT_FLAG - 1))));
+}
+
+/*
+ * identity_params sets the row's identity parameters from its tid: the tid
+ * form or the integer form, the other NULL.  A row without an identity is
+ * refused (its shard's dialect has none).
+ */
+static void
+identity_params(RowModifyState *st, ItemPointer tid, CdParam *as_tid, CdParam *as_int)
+{
+	OffsetNumber offset = tid ? ItemPointerGetOffsetNumberNoCheck(tid) : 0;
+
+	if (offset == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot %s a row of \"%s\" one by one on a shard without row identities",
+						st->op == CMD_UPDATE ? "update" : "delete", get_rel_name(st->table->relid)),
+				 errdetail("The row lives on a shard whose dialect cannot tell one row from another, and the statement cannot be sent there whole."),
+				 errhint("Write the statement so that it can be sent whole (conditions and new values of columns, constants and parameters, no join), or use collegedb.run().")));
+	if (offset & ROW_ID_INT_FLAG)
+	{
+		int64		id = ((int64) ItemPointerGetBlockNumberNoCheck(tid) << ROW_ID_INT_BITS) |
+			(offset & (ROW_ID_INT_FLAG - 1));
+
+		ValuesToParam(Int64GetDatum(id), false, INT8OID, as_int);
+		ValuesToParam((Datum) 0, true, TEXTOID, as_tid);
+		return;
+	}
+	ValuesToParam(DirectFunctionCall1(textin, DirectFunctionCall1(tidout, PointerGetDatum(tid))),
+				  false, TEXTOID, as_tid);
+	ValuesToParam((Datum) 0, true, INT8OID, as_int);
+}
+
+/*
+ * RowModifyBegin prepares an UPDATE or DELETE row by row: the statements,
+ * where the subplan's rows carry the identity (and the old row), a memory
+ * context for each row's work.
+ */
+void
+RowModifyBegin(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_private)
+{
+	EState	   *estate = mtstate->ps.state;
+	Plan	   *subplan = outerPlanState(mtstate)->plan;
+	RowModifyState *st = palloc0(sizeof(RowModifyState));
+	List	   *attnos = list_nth(fdw_private, RowPrivSetAttnos);
+	ListCell   *lc;
+
+	st->kind = FDW_MODIFY_ROWS;
+	st->table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
+	st->op = mtstate->operation;
+	DeparseTextsOf(list_nth(fdw_private, RowPrivSql), st->sql);
+	st->nset = list_length(attnos);
+	st->set_attnos = palloc(sizeof(AttrNumber) * Max(st->nset, 1));
+	foreach(lc, attnos)
+		st->set_attnos[foreach_current_index(lc)] = lfirst_int(lc);
+	st->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
+	if (!AttributeNumberIsValid(st->ctid_attno))
+		elog(ERROR, "could not find junk ctid column");
+	if (st->op == CMD_DELETE)
+	{
+		st->wholerow_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "wholerow");
+		if (!AttributeNumberIsValid(st->wholerow_attno))
+			elog(ERROR, "could not find junk wholerow column");
+	}
+	st->row_context = AllocSetContextCreate(estate->es_query_cxt, "collegedb row modify",
+											ALLOCSET_SMALL_SIZES);
+	FdwObservedInit(&st->observed, estate);
+	rinfo->ri_FdwState = st;
+}
+
+/*
+ * old_row puts a DELETE's old row (the junk whole row) into 'slot', which
+ * keeps its own copy.
+ */
+static void
+old_row(RowModifyState *st, TupleTableSlot *planSlot, TupleTableSlot *slot)
+{
+	bool		isnull;
+	Datum		datum = ExecGetJunkAttribute(planSlot, st->wholerow_attno, &isnull);
+	HeapTupleHeader header;
+	HeapTupleData tuple;
+
+	if (isnull)
+		elog(ERROR, "wholerow is NULL");
+	header = DatumGetHeapTupleHeader(datum);
+	tuple.t_len = HeapTupleHeaderGetDatumLength(header);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = header;
+	ExecForceStoreHeapTuple(&tuple, slot, false);
+	ExecMaterializeSlot(slot);
+}
+
+/*
+ * collegedb_exec_row_modify changes one row (ExecForeignUpdate and
+ * ExecForeignDelete): its statement with the new values, the key and the
+ * identity, routed by the key and guarded (a foreign table of a shard's
+ * own server: on that shard).  Returns the row for RETURNING, or NULL when
+ * the shard changed nothing (the row was changed already by this
+ * statement, as a local table skips a row a join matches twice).
+ */
+TupleTableSlot *
+collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
+						  TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	RowModifyState *st = rinfo->ri_FdwState;
+	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
+	int			nparams = st->nset + (st->table->key_attno > 0 ? 1 : 0) + 2;
+	CdParam    *params;
+	char	   *key = NULL;
+	bool		isnull;
+	Datum		tid;
+	int64		rows;
+	MemoryContext old;
+	CdRemoteObserver *previous = NULL;
+
+	if (st->op == CMD_DELETE)
+		old_row(st, planSlot, slot);
+	MemoryContextReset(st->row_context);
+	old = MemoryContextSwitchTo(st->row_context);
+	params = palloc0(sizeof(CdParam) * nparams);
+	slot_getallattrs(slot);
+	for (int i = 0; i < st->nset; i++)
+	{
+		AttrNumber	attno = st->set_attnos[i];
+
+		ValuesToParam(slot->tts_values[attno - 1], slot->tts_isnull[attno - 1],
+					  TupleDescAttr(desc, attno - 1)->atttypid, &params[i]);
+	}
+	if (st->table->key_attno > 0)
+	{
+		AttrNumber	k = st->table->key_attno;
+		Oid			type = TupleDescAttr(desc, k - 1)->atttypid;
+
+		if (slot->tts_isnull[k - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("a row of \"%s\" has no key", get_rel_name(st->table->relid))));
+		ValuesToParam(slot->tts_values[k - 1], false, type, &params[st->nset]);
+		key = FdwKeyText(slot->tts_values[k - 1], type);
+	}
+	tid = ExecGetJunkAttribute(planSlot, st->ctid_attno, &isnull);
+	identity_params(st, isnull ? NULL : (ItemPointer) DatumGetPointer(tid),
+					&params[nparams - 2], &params[nparams - 1]);
+
+	if (st->observed.observer)
+		previous = RemoteObserve(st->observed.observer);
+	if (st->table->shard)
+	{
+		const CdShard *shard = ShardLookup(st->table->shard);
+
+		rows = RemoteExecute(shard, st->sql[shard->dialect], nparams, params, NULL, true);
+	}
+	else
+		rows = RouterExecuteDialects(key, strlen(key), st->sql, nparams, params, NULL, true);
+	if (st->observed.observer)
+		(void) RemoteObserve(previous);
+	MemoryContextSwitchTo(old);
+	return rows > 0 ? slot : NULL;
+}
+
+/*
+ * RowModifyExplain shows where the rows go, and with VERBOSE each
+ * dialect's per-row statement.
+ */
+void
+RowModifyExplain(ResultRelInfo *rinfo, List *fdw_private, ExplainState *es)
+{
+	CdForeignTable *table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
+	RowModifyState *st = rinfo->ri_FdwState;
+	uint32		reach = FdwFleetDialects(table);
+	List	   *texts = list_nth(fdw_private, RowPrivSql);
+
+	ExplainPropertyText("Row by Row", table->shard ? table->shard : "each row to its key's shard",
+						es);
+	if (es->verbose)
+	{
+		for (int d = 0; d < AdapterCount(); d++)
+		{
+			const char *sql = strVal(list_nth(texts, d));
+
+			if (!(reach & (1u << d)))
+				continue;
+			ExplainPropertyText(psprintf("Remote SQL per row (%s)", AdapterDialectName(d)),
+								sql[0] ? sql : "(none: no row identity there; refused)", es);
+		}
+	}
+	if (es->analyze && st && st->observed.observer)
+		FdwExplainObserved(&st->observed, es);
+}
