@@ -365,6 +365,10 @@ typedef struct CdConnInfo
  *			 identity's parameter (tid text, or the integer), and %2$s the
  *			 parameter of the other form, NULL for a row of this dialect,
  *			 which the statement must name too.
+ * primary_key_sql: (optional, for a dialect without row_identity) a query
+ *			 returning, one per row in their order, the names of the columns
+ *			 of the primary key of table $1 (in schema $2; NULL: the
+ *			 connection's): the columns that tell its rows apart there.
  * row_lock_clause: (optional) what that fetch appends so that the rows it
  *			 returns stay as they are until the shard's transaction ends
  *			 (" FOR UPDATE"); NULL where the write transaction's own lock
@@ -610,6 +614,7 @@ typedef struct CdAdapter
 	const char *row_identity;
 	bool		row_identity_int;
 	const char *row_identity_match;
+	const char *primary_key_sql;
 	const char *row_lock_clause;
 	const char *size_sql;
 	const char *key_match;

@@ -23,8 +23,10 @@
  * it until the front's transaction ends.  The identity travels to the
  * ModifyTable as the junk "ctid" column: a tid, or a 64-bit integer
  * encoded in one (FdwRowIdentity).  A dialect without a row identity
- * (MySQL: a row is told from another only by a primary key the front does
- * not know) is refused when a row of one of its shards is to change.
+ * (MySQL) tells its rows apart by the table's primary key, which the first
+ * shard of the dialect names (CdAdapter.primary_key_sql, asked once per
+ * statement) and the row's old values give; a table without one there is
+ * refused when a row of such a shard is to change.
  *
  * RETURNING gives the row as the front computed it (UPDATE) or fetched it
  * (DELETE), which is what the same statement on a local table returns, on
@@ -73,11 +75,16 @@ typedef struct RowModifyState
 	FdwModifyKind kind;			/* FDW_MODIFY_ROWS */
 	CdForeignTable *table;
 	CmdType		op;
-	const char *sql[CD_MAX_DIALECTS];
+	const char *sql[CD_MAX_DIALECTS];	/* by identity; without it, by key only */
+	const char *id_sql[CD_MAX_DIALECTS];	/* by identity; "" without it */
 	int			nset;
 	AttrNumber *set_attnos;
 	AttrNumber	ctid_attno;		/* the junk identity in the subplan's rows */
-	AttrNumber	wholerow_attno; /* DELETE: the junk old row */
+	AttrNumber	wholerow_attno; /* the junk old row */
+	bool		pk_asked;		/* the primary keys below are known */
+	int			npk[CD_MAX_DIALECTS];	/* columns of the primary key, by dialect */
+	const char *pk_sql[CD_MAX_DIALECTS];	/* each row's statement by it */
+	AttrNumber *pk_attnos[CD_MAX_DIALECTS];
 	MemoryContext row_context;	/* reset before each row */
 	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 } RowModifyState;
@@ -171,10 +178,7 @@ RowModifyPlan(PlannerInfo *root, ModifyTable *plan, Index resultRelation)
 					other[16];
 
 		if (adapter->row_identity == NULL)
-		{
-			d.failed[i] = true;
-			continue;
-		}
+			continue;			/* the primary key's columns follow at execution */
 		snprintf(own, sizeof(own), "$%d", adapter->row_identity_int ? id_int : id_tid);
 		snprintf(other, sizeof(other), "$%d", adapter->row_identity_int ? id_tid : id_int);
 		appendStringInfoString(&d.sql[i], d.nconds[i]++ ? " AND " : " WHERE ");
@@ -218,21 +222,13 @@ FdwRowIdentity(const char *text, ItemPointer tid)
 
 /*
  * identity_params sets the row's identity parameters from its tid: the tid
- * form or the integer form, the other NULL.  A row without an identity is
- * refused (its shard's dialect has none).
+ * form or the integer form, the other NULL.
  */
 static void
-identity_params(RowModifyState *st, ItemPointer tid, CdParam *as_tid, CdParam *as_int)
+identity_params(ItemPointer tid, CdParam *as_tid, CdParam *as_int)
 {
-	OffsetNumber offset = tid ? ItemPointerGetOffsetNumberNoCheck(tid) : 0;
+	OffsetNumber offset = ItemPointerGetOffsetNumberNoCheck(tid);
 
-	if (offset == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot %s a row of \"%s\" one by one on a shard without row identities",
-						st->op == CMD_UPDATE ? "update" : "delete", get_rel_name(st->table->relid)),
-				 errdetail("The row lives on a shard whose dialect cannot tell one row from another, and the statement cannot be sent there whole."),
-				 errhint("Write the statement so that it can be sent whole (conditions and new values of columns, constants and parameters, no join), or use collegedb.run().")));
 	if (offset & ROW_ID_INT_FLAG)
 	{
 		int64		id = ((int64) ItemPointerGetBlockNumberNoCheck(tid) << ROW_ID_INT_BITS) |
@@ -265,6 +261,8 @@ RowModifyBegin(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_privat
 	st->table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
 	st->op = mtstate->operation;
 	DeparseTextsOf(list_nth(fdw_private, RowPrivSql), st->sql);
+	for (int i = 0; i < AdapterCount(); i++)
+		st->id_sql[i] = AdapterForDialect(i)->row_identity ? st->sql[i] : "";
 	st->nset = list_length(attnos);
 	st->set_attnos = palloc(sizeof(AttrNumber) * Max(st->nset, 1));
 	foreach(lc, attnos)
@@ -272,12 +270,9 @@ RowModifyBegin(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_privat
 	st->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
 	if (!AttributeNumberIsValid(st->ctid_attno))
 		elog(ERROR, "could not find junk ctid column");
-	if (st->op == CMD_DELETE)
-	{
-		st->wholerow_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "wholerow");
-		if (!AttributeNumberIsValid(st->wholerow_attno))
-			elog(ERROR, "could not find junk wholerow column");
-	}
+	st->wholerow_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "wholerow");
+	if (!AttributeNumberIsValid(st->wholerow_attno))
+		elog(ERROR, "could not find junk wholerow column");
 	st->row_context = AllocSetContextCreate(estate->es_query_cxt, "collegedb row modify",
 											ALLOCSET_SMALL_SIZES);
 	FdwObservedInit(&st->observed, estate);
@@ -285,26 +280,123 @@ RowModifyBegin(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_privat
 }
 
 /*
- * old_row puts a DELETE's old row (the junk whole row) into 'slot', which
- * keeps its own copy.
+ * junk_row points 'tuple' at the row's old values (the junk whole row).
  */
 static void
-old_row(RowModifyState *st, TupleTableSlot *planSlot, TupleTableSlot *slot)
+junk_row(RowModifyState *st, TupleTableSlot *planSlot, HeapTupleData *tuple)
 {
 	bool		isnull;
 	Datum		datum = ExecGetJunkAttribute(planSlot, st->wholerow_attno, &isnull);
 	HeapTupleHeader header;
-	HeapTupleData tuple;
 
 	if (isnull)
 		elog(ERROR, "wholerow is NULL");
 	header = DatumGetHeapTupleHeader(datum);
-	tuple.t_len = HeapTupleHeaderGetDatumLength(header);
-	ItemPointerSetInvalid(&tuple.t_self);
-	tuple.t_tableOid = InvalidOid;
-	tuple.t_data = header;
+	tuple->t_len = HeapTupleHeaderGetDatumLength(header);
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = InvalidOid;
+	tuple->t_data = header;
+}
+
+/*
+ * old_row puts a DELETE's old row into 'slot', which keeps its own copy.
+ */
+static void
+old_row(RowModifyState *st, TupleTableSlot *planSlot, TupleTableSlot *slot)
+{
+	HeapTupleData tuple;
+
+	junk_row(st, planSlot, &tuple);
 	ExecForceStoreHeapTuple(&tuple, slot, false);
 	ExecMaterializeSlot(slot);
+}
+
+/*
+ * primary_key_statement builds, for dialect 'dialect', each row's statement
+ * by the primary key that 'shard' names for the table (the same as the
+ * statement by identity, its identity replaced by the key's columns, as
+ * the parameters after the row's key), or leaves it NULL when there is
+ * none the foreign table has every column of.
+ */
+static void
+primary_key_statement(RowModifyState *st, const CdShard *shard, int dialect)
+{
+	const CdAdapter *adapter = AdapterForDialect(dialect);
+	CdForeignTable *table = st->table;
+	CaptureRowSink names;
+	CdParam		args[2];
+	StringInfoData sql;
+	int			next;
+	ListCell   *lc;
+
+	CaptureRowSinkInit(&names);
+	ValuesToParam(CStringGetTextDatum(table->name), false, TEXTOID, &args[0]);
+	ValuesToParam(table->schema ? CStringGetTextDatum(table->schema) : (Datum) 0,
+				  table->schema == NULL, TEXTOID, &args[1]);
+	(void) RemoteExecuteInternal(shard, adapter->primary_key_sql, 2, args, &names.base, false);
+	if (names.rows == NIL)
+		return;
+	st->pk_attnos[dialect] = palloc(sizeof(AttrNumber) * list_length(names.rows));
+	foreach(lc, names.rows)
+	{
+		const char *name = ((CdParam *) lfirst(lc))[0].str;
+		AttrNumber	attno = 0;
+
+		for (int i = 0; i < table->natts && name; i++)
+		{
+			if (table->columns[i] && strcmp(table->columns[i], name) == 0)
+				attno = i + 1;
+		}
+		if (attno == 0)
+			return;
+		st->pk_attnos[dialect][foreach_current_index(lc)] = attno;
+	}
+
+	/* the statement by identity up to its key's condition, then the primary key's */
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, st->sql[dialect]);
+	next = st->nset + (table->key_attno > 0 ? 1 : 0) + 1;
+	for (int i = 0; i < list_length(names.rows); i++)
+	{
+		AttrNumber	attno = st->pk_attnos[dialect][i];
+		char	   *column = adapter->quote_ident(table->columns[attno - 1]);
+		char		param[16];
+
+		snprintf(param, sizeof(param), "$%d", next + i);
+		appendStringInfoString(&sql, table->key_attno > 0 || i > 0 ? " AND " : " WHERE ");
+		if (ShippableFamily(get_atttype(table->relid, attno)) == CD_FAMILY_TEXT)
+			appendStringInfo(&sql, adapter->expr_rules->text_equal, column, param);
+		else
+			appendStringInfo(&sql, "%s = %s", column, param);
+	}
+	st->npk[dialect] = list_length(names.rows);
+	st->pk_sql[dialect] = sql.data;
+}
+
+/*
+ * ask_primary_keys finds, once per statement, the primary key of the
+ * table on the first shard of each dialect without a row identity.
+ */
+static void
+ask_primary_keys(RowModifyState *st)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(st));
+	bool		asked[CD_MAX_DIALECTS] = {false};
+	ListCell   *lc;
+
+	foreach(lc, ShardList())
+	{
+		const CdShard *shard = lfirst(lc);
+		const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+
+		if (asked[shard->dialect] || adapter->row_identity || !adapter->primary_key_sql ||
+			(st->table->shard && strcmp(st->table->shard, shard->name) != 0))
+			continue;
+		asked[shard->dialect] = true;
+		primary_key_statement(st, shard, shard->dialect);
+	}
+	st->pk_asked = true;
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -321,17 +413,49 @@ collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 {
 	RowModifyState *st = rinfo->ri_FdwState;
 	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
-	int			nparams = st->nset + (st->table->key_attno > 0 ? 1 : 0) + 2;
+	int			nfixed = st->nset + (st->table->key_attno > 0 ? 1 : 0);
+	int			nparams;
+	const char *const *sql = st->id_sql;
+	const char *pk_sql[CD_MAX_DIALECTS];
 	CdParam    *params;
 	char	   *key = NULL;
 	bool		isnull;
 	Datum		tid;
+	ItemPointer ip;
+	int			pk_dialect = -1;
 	int64		rows;
 	MemoryContext old;
 	CdRemoteObserver *previous = NULL;
 
 	if (st->op == CMD_DELETE)
 		old_row(st, planSlot, slot);
+	tid = ExecGetJunkAttribute(planSlot, st->ctid_attno, &isnull);
+	ip = isnull ? NULL : (ItemPointer) DatumGetPointer(tid);
+	if (ip == NULL || ItemPointerGetOffsetNumberNoCheck(ip) == 0)
+	{
+		/* a row of a dialect without row identities: by its primary key */
+		if (!st->pk_asked)
+			ask_primary_keys(st);
+		for (int i = 0; i < AdapterCount(); i++)
+		{
+			pk_sql[i] = "";
+			if (st->pk_sql[i] && pk_dialect < 0)
+			{
+				pk_dialect = i;
+				pk_sql[i] = st->pk_sql[i];
+			}
+		}
+		if (pk_dialect < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot %s a row of \"%s\" one by one: its shard's table has no primary key",
+							st->op == CMD_UPDATE ? "update" : "delete", get_rel_name(st->table->relid)),
+					 errdetail("The row lives on a shard whose dialect tells one row from another only by the table's primary key, and the statement cannot be sent there whole."),
+					 errhint("Give the shards' table a primary key of columns the foreign table has, or write the statement so that it can be sent whole.")));
+		sql = pk_sql;
+	}
+	nparams = nfixed + (pk_dialect >= 0 ? st->npk[pk_dialect] : 2);
+
 	MemoryContextReset(st->row_context);
 	old = MemoryContextSwitchTo(st->row_context);
 	params = palloc0(sizeof(CdParam) * nparams);
@@ -355,9 +479,22 @@ collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 		ValuesToParam(slot->tts_values[k - 1], false, type, &params[st->nset]);
 		key = FdwKeyText(slot->tts_values[k - 1], type);
 	}
-	tid = ExecGetJunkAttribute(planSlot, st->ctid_attno, &isnull);
-	identity_params(st, isnull ? NULL : (ItemPointer) DatumGetPointer(tid),
-					&params[nparams - 2], &params[nparams - 1]);
+	if (pk_dialect < 0)
+		identity_params(ip, &params[nfixed], &params[nfixed + 1]);
+	else
+	{
+		HeapTupleData tuple;
+
+		junk_row(st, planSlot, &tuple);
+		for (int i = 0; i < st->npk[pk_dialect]; i++)
+		{
+			AttrNumber	attno = st->pk_attnos[pk_dialect][i];
+			Datum		value = heap_getattr(&tuple, attno, desc, &isnull);
+
+			ValuesToParam(value, isnull, TupleDescAttr(desc, attno - 1)->atttypid,
+						  &params[nfixed + i]);
+		}
+	}
 
 	if (st->observed.observer)
 		previous = RemoteObserve(st->observed.observer);
@@ -365,10 +502,10 @@ collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 	{
 		const CdShard *shard = ShardLookup(st->table->shard);
 
-		rows = RemoteExecute(shard, st->sql[shard->dialect], nparams, params, NULL, true);
+		rows = RemoteExecute(shard, sql[shard->dialect], nparams, params, NULL, true);
 	}
 	else
-		rows = RouterExecuteDialects(key, strlen(key), st->sql, nparams, params, NULL, true);
+		rows = RouterExecuteDialects(key, strlen(key), sql, nparams, params, NULL, true);
 	if (st->observed.observer)
 		(void) RemoteObserve(previous);
 	MemoryContextSwitchTo(old);
@@ -398,7 +535,8 @@ RowModifyExplain(ResultRelInfo *rinfo, List *fdw_private, ExplainState *es)
 			if (!(reach & (1u << d)))
 				continue;
 			ExplainPropertyText(psprintf("Remote SQL per row (%s)", AdapterDialectName(d)),
-								sql[0] ? sql : "(none: no row identity there; refused)", es);
+								AdapterForDialect(d)->row_identity ? sql :
+								psprintf("%s AND <the primary key's columns>", sql), es);
 		}
 	}
 	if (es->analyze && st && st->observed.observer)
