@@ -114,7 +114,6 @@ extern bool collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 										 Index resultRelation, int subplan_index);
 extern List *collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
 								   Index resultRelation, int subplan_index);
-extern void FdwEnsureKeyUnchanged(const CdForeignTable *table, AttrNumber attno);
 
 /*
  * What a scan, direct modification or insert measured: its statements per
@@ -150,6 +149,8 @@ extern int64 FdwFanoutResult(const struct CdFanoutShard *shards, int n, bool is_
 
 /* fdw_exec.c */
 extern void FdwObservedInit(FdwObserved *o, EState *estate);
+extern void FdwRowIdentity(const char *text, ItemPointer tid);
+extern void FdwRowIdentityParams(ItemPointer tid, CdParam *as_tid, CdParam *as_int);
 extern void FdwExplainObserved(FdwObserved *o, ExplainState *es);
 extern void collegedb_begin_scan(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate(ForeignScanState *node);
@@ -171,8 +172,8 @@ typedef enum FdwModifyKind
 /* row_modify.c */
 extern void collegedb_add_update_targets(PlannerInfo *root, Index rtindex,
 										 RangeTblEntry *target_rte, Relation target_relation);
+extern void FdwEnsureKeyUnchanged(const CdForeignTable *table, AttrNumber attno);
 extern List *RowModifyPlan(PlannerInfo *root, ModifyTable *plan, Index resultRelation);
-extern void FdwRowIdentity(const char *text, ItemPointer tid);
 extern void RowModifyBegin(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_private);
 extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 												 TupleTableSlot *slot, TupleTableSlot *planSlot);

@@ -14,8 +14,9 @@
  * arrive and kept in a tuplestore (which spills to disk).
  *
  * INSERT and COPY FROM are insert.c's.  UPDATE and DELETE run whole on the key's shard(s), guarded,
- * and RETURNING gives the rows the shard returns (where the dialect has
- * UPDATE ... RETURNING).
+ * and RETURNING gives the rows the shard returns; what cannot go whole runs
+ * row by row (row_modify.c), its rows fetched here with their identity on
+ * the shard, locked, in the shard's write transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -551,6 +552,69 @@ ensure_returning_possible(FdwScanState *st)
 			 errmsg("UPDATE and DELETE with RETURNING cannot reach %s shards", cannot->display_name),
 			 errdetail("%s has no UPDATE ... RETURNING.", cannot->display_name),
 			 errhint("Run the statement without RETURNING and read the rows afterwards.")));
+}
+
+/* Row identities: what the fetch of a row-by-row UPDATE or DELETE reads (row_modify.c) */
+
+/* an integer identity in a tid: offsets with this bit set (ctids have none) */
+#define ROW_ID_INT_FLAG 0x8000
+#define ROW_ID_INT_BITS 15
+#define ROW_ID_INT_MAX ((INT64CONST(1) << (32 + ROW_ID_INT_BITS)) - 1)
+
+/*
+ * FdwRowIdentity turns the identity a shard returned for a row (its text,
+ * NULL when the dialect has none) into the tid the scan's row carries.  A
+ * tid's text is taken as it is; an integer i is written (i >> 15, 0x8000 |
+ * (i & 0x7fff)), an offset no ctid has.  No identity is the invalid tid.
+ */
+void
+FdwRowIdentity(const char *text, ItemPointer tid)
+{
+	int64		id;
+
+	if (text == NULL)
+	{
+		ItemPointerSetInvalid(tid);
+		return;
+	}
+	if (text[0] == '(')
+	{
+		ItemPointerCopy((ItemPointer) DatumGetPointer(DirectFunctionCall1(tidin, CStringGetDatum(text))),
+						tid);
+		return;
+	}
+	id = pg_strtoint64(text);
+	if (id < 0 || id > ROW_ID_INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("row identity " INT64_FORMAT " of a shard's row is out of range", id),
+				 errdetail("UPDATE and DELETE row by row take row identities from 0 to " INT64_FORMAT ".",
+						   ROW_ID_INT_MAX)));
+	ItemPointerSet(tid, (BlockNumber) (id >> ROW_ID_INT_BITS),
+				   (OffsetNumber) (ROW_ID_INT_FLAG | (id & (ROW_ID_INT_FLAG - 1))));
+}
+
+/*
+ * FdwRowIdentityParams sets the row's identity parameters from its tid: the tid
+ * form or the integer form, the other NULL.
+ */
+void
+FdwRowIdentityParams(ItemPointer tid, CdParam *as_tid, CdParam *as_int)
+{
+	OffsetNumber offset = ItemPointerGetOffsetNumberNoCheck(tid);
+
+	if (offset & ROW_ID_INT_FLAG)
+	{
+		int64		id = ((int64) ItemPointerGetBlockNumberNoCheck(tid) << ROW_ID_INT_BITS) |
+			(offset & (ROW_ID_INT_FLAG - 1));
+
+		ValuesToParam(Int64GetDatum(id), false, INT8OID, as_int);
+		ValuesToParam((Datum) 0, true, TEXTOID, as_tid);
+		return;
+	}
+	ValuesToParam(DirectFunctionCall1(textin, DirectFunctionCall1(tidout, PointerGetDatum(tid))),
+				  false, TEXTOID, as_tid);
+	ValuesToParam((Datum) 0, true, INT8OID, as_int);
 }
 
 /*

@@ -229,8 +229,10 @@ rows_modified_here(PlannerInfo *root, RelOptInfo *baserel)
 {
 	CmdType		op = root->parse->commandType;
 
+	/* the target itself, or a foreign partition or child of it */
 	return (op == CMD_UPDATE || op == CMD_DELETE) &&
-		baserel->relid == (Index) root->parse->resultRelation;
+		(baserel->relid == (Index) root->parse->resultRelation ||
+		 bms_is_member(baserel->relid, root->all_result_relids));
 }
 
 /*
@@ -358,20 +360,6 @@ ensure_key_or_multi_shard(PlannerInfo *root, Index relid, CmdType op, FdwRelInfo
 			 errdetail("Without a condition on \"%s\" the statement would reach every shard.",
 					   get_attname(info->table->relid, info->table->key_attno, false)),
 			 errhint("Add the key to the WHERE clause, or SET collegedb.allow_multi_shard_modify = on.")));
-}
-
-/*
- * FdwEnsureKeyUnchanged refuses an UPDATE that sets the key column of a
- * sharded table: the row would have to move to the new key's shard.
- */
-void
-FdwEnsureKeyUnchanged(const CdForeignTable *table, AttrNumber attno)
-{
-	if (attno == table->key_attno)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot change the key column of a sharded table"),
-				 errhint("Delete the row and insert it under its new key.")));
 }
 
 /*

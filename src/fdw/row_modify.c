@@ -58,11 +58,6 @@
 #include "remote/remote.h"
 #include "router/router.h"
 
-/* an integer identity in a tid: offsets with this bit set (ctids have none) */
-#define ROW_ID_INT_FLAG 0x8000
-#define ROW_ID_INT_BITS 15
-#define ROW_ID_INT_MAX ((INT64CONST(1) << (32 + ROW_ID_INT_BITS)) - 1)
-
 /* fdw_private of a row-by-row UPDATE or DELETE */
 enum RowModifyPrivate
 {
@@ -105,6 +100,20 @@ collegedb_add_update_targets(PlannerInfo *root, Index rtindex, RangeTblEntry *ta
 	if (root->parse->commandType == CMD_DELETE)
 		add_row_identity_var(root, makeWholeRowVar(target_rte, rtindex, 0, false),
 							 rtindex, "wholerow");
+}
+
+/*
+ * FdwEnsureKeyUnchanged refuses an UPDATE that sets the key column of a
+ * sharded table: the row would have to move to the new key's shard.
+ */
+void
+FdwEnsureKeyUnchanged(const CdForeignTable *table, AttrNumber attno)
+{
+	if (attno == table->key_attno)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot change the key column of a sharded table"),
+				 errhint("Delete the row and insert it under its new key.")));
 }
 
 /*
@@ -185,62 +194,6 @@ RowModifyPlan(PlannerInfo *root, ModifyTable *plan, Index resultRelation)
 		appendStringInfo(&d.sql[i], adapter->row_identity_match, own, other);
 	}
 	return list_make2(DeparseTexts(&d), attnos);
-}
-
-/*
- * FdwRowIdentity turns the identity a shard returned for a row (its text,
- * NULL when the dialect has none) into the tid the scan's row carries.  A
- * tid's text is taken as it is; an integer i is written (i >> 15, 0x8000 |
- * (i & 0x7fff)), an offset no ctid has.  No identity is the invalid tid.
- */
-void
-FdwRowIdentity(const char *text, ItemPointer tid)
-{
-	int64		id;
-
-	if (text == NULL)
-	{
-		ItemPointerSetInvalid(tid);
-		return;
-	}
-	if (text[0] == '(')
-	{
-		ItemPointerCopy((ItemPointer) DatumGetPointer(DirectFunctionCall1(tidin, CStringGetDatum(text))),
-						tid);
-		return;
-	}
-	id = pg_strtoint64(text);
-	if (id < 0 || id > ROW_ID_INT_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("row identity " INT64_FORMAT " of a shard's row is out of range", id),
-				 errdetail("UPDATE and DELETE row by row take row identities from 0 to " INT64_FORMAT ".",
-						   ROW_ID_INT_MAX)));
-	ItemPointerSet(tid, (BlockNumber) (id >> ROW_ID_INT_BITS),
-				   (OffsetNumber) (ROW_ID_INT_FLAG | (id & (ROW_ID_INT_FLAG - 1))));
-}
-
-/*
- * identity_params sets the row's identity parameters from its tid: the tid
- * form or the integer form, the other NULL.
- */
-static void
-identity_params(ItemPointer tid, CdParam *as_tid, CdParam *as_int)
-{
-	OffsetNumber offset = ItemPointerGetOffsetNumberNoCheck(tid);
-
-	if (offset & ROW_ID_INT_FLAG)
-	{
-		int64		id = ((int64) ItemPointerGetBlockNumberNoCheck(tid) << ROW_ID_INT_BITS) |
-			(offset & (ROW_ID_INT_FLAG - 1));
-
-		ValuesToParam(Int64GetDatum(id), false, INT8OID, as_int);
-		ValuesToParam((Datum) 0, true, TEXTOID, as_tid);
-		return;
-	}
-	ValuesToParam(DirectFunctionCall1(textin, DirectFunctionCall1(tidout, PointerGetDatum(tid))),
-				  false, TEXTOID, as_tid);
-	ValuesToParam((Datum) 0, true, INT8OID, as_int);
 }
 
 /*
@@ -480,7 +433,7 @@ collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 		key = FdwKeyText(slot->tts_values[k - 1], type);
 	}
 	if (pk_dialect < 0)
-		identity_params(ip, &params[nfixed], &params[nfixed + 1]);
+		FdwRowIdentityParams(ip, &params[nfixed], &params[nfixed + 1]);
 	else
 	{
 		HeapTupleData tuple;
