@@ -231,6 +231,34 @@ EXPLAIN (VERBOSE, COSTS OFF) DELETE FROM fid t USING fid_src s WHERE t.id = s.id
 DROP TABLE fid_mod_results;
 DROP FUNCTION fid_mod_answer(text, text);
 
+-- several rows per key: each row is changed by its own identity (the
+-- shard's row identity, or MySQL's primary key), never the key's other rows
+SELECT shard, ok FROM collegedb.run_on_all(
+  'CREATE TABLE fid_multi (k VARCHAR(8), n INTEGER, v DECIMAL(10,2), PRIMARY KEY (k, n))') ORDER BY shard;
+CREATE FOREIGN TABLE fid_multi (k text, n int, v numeric(10,2)) SERVER collegedb OPTIONS (key_column 'k');
+CREATE TABLE fid_multi_local (k text, n int, v numeric(10,2), PRIMARY KEY (k, n));
+INSERT INTO fid_multi SELECT k, n, n * 1.1 FROM unnest(ARRAY['a', 'b', 'c']) k, generate_series(1, 4) n;
+INSERT INTO fid_multi_local SELECT * FROM fid_multi;
+UPDATE fid_multi SET v = v / 3 WHERE k = 'a' AND v * 3 > 5 RETURNING k, n, v;
+UPDATE fid_multi_local SET v = v / 3 WHERE k = 'a' AND v * 3 > 5 RETURNING k, n, v;
+DELETE FROM fid_multi m USING (VALUES ('b'), ('z')) s(k) WHERE m.k = s.k AND m.n > 2 RETURNING m.k, m.n;
+DELETE FROM fid_multi_local m USING (VALUES ('b'), ('z')) s(k) WHERE m.k = s.k AND m.n > 2;
+DELETE FROM fid_multi m WHERE k = 'c' AND upper(k) = 'C' AND n % 2 = 0 RETURNING *;
+DELETE FROM fid_multi_local m WHERE k = 'c' AND n % 2 = 0;
+SELECT (SELECT array_agg(m::text ORDER BY k, n) FROM fid_multi m) =
+       (SELECT array_agg(m::text ORDER BY k, n) FROM fid_multi_local m) AS same_rows;
+DROP FOREIGN TABLE fid_multi;
+DROP TABLE fid_multi_local;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE fid_multi') ORDER BY shard;
+-- a table without a primary key: MySQL cannot tell its rows apart
+SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE fid_nopk (k VARCHAR(8), v DECIMAL(10,2))') ORDER BY shard;
+CREATE FOREIGN TABLE fid_nopk (k text, v numeric(10,2)) SERVER collegedb OPTIONS (key_column 'k');
+INSERT INTO fid_nopk VALUES ('a', 1.5), ('a', 2.5);
+SELECT try($$UPDATE fid_nopk SET v = v / 3 WHERE k = 'a' AND upper(k) = 'A'$$);
+SELECT k, v FROM fid_nopk ORDER BY v;
+DROP FOREIGN TABLE fid_nopk;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE fid_nopk') ORDER BY shard;
+
 -- aggregates run on the shards: each returns its partial groups, combined
 -- here; HAVING stays here; what a dialect would not compute exactly (float
 -- sums, text groups outside PostgreSQL) is aggregated here from the rows
