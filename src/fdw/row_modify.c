@@ -22,7 +22,7 @@
  * key's lock, which the rows' locks and the guard of each write keep from
  * it until the front's transaction ends.  The identity travels to the
  * ModifyTable as the junk "ctid" column: a tid, or a 64-bit integer
- * encoded in one (FdwRowIdentity).  A dialect without a row identity
+ * encoded in one (FdwRowIdentity, fdw_exec.c, whose scan reads it).  A dialect without a row identity
  * (MySQL) tells its rows apart by the table's primary key, which the first
  * shard of the dialect names (CdAdapter.primary_key_sql, asked once per
  * statement) and the row's old values give; a table without one there is
@@ -30,7 +30,8 @@
  *
  * RETURNING gives the row as the front computed it (UPDATE) or fetched it
  * (DELETE), which is what the same statement on a local table returns, on
- * every dialect.  The key column cannot change (fdw_plan.c).
+ * every dialect.  The key column cannot change (FdwEnsureKeyUnchanged, which
+ * direct modification calls too).
  *
  *-------------------------------------------------------------------------
  */
@@ -386,7 +387,10 @@ collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 	ip = isnull ? NULL : (ItemPointer) DatumGetPointer(tid);
 	if (ip == NULL || ItemPointerGetOffsetNumberNoCheck(ip) == 0)
 	{
-		/* a row of a dialect without row identities: by its primary key */
+		/*
+		 * a row of a dialect without row identities: by its primary key (the
+		 * first such dialect's; MySQL is the only one)
+		 */
 		if (!st->pk_asked)
 			ask_primary_keys(st);
 		for (int i = 0; i < AdapterCount(); i++)
