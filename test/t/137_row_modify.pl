@@ -5,8 +5,8 @@
 # computed on the front: the scan fetches the key's rows FOR UPDATE with their ctid,
 # then each row is updated by key and ctid.  A second session's same UPDATE waits on
 # the shard for the first one's row locks, then reads the rows the first one committed
-# (their new ctids) and adds to them; an UPDATE ... FROM a local table joined on the
-# key does the same for rows of both shards.
+# (their new ctids) and adds to them; a DELETE ... USING a local table joined on the key
+# waits for an UPDATE ... FROM of rows of both shards, and deletes what it committed.
 use strict;
 use warnings;
 
@@ -57,13 +57,15 @@ is( $front->safe_psql('postgres', q{SELECT string_agg(i || ':' || n, ',' ORDER B
 bg_query($a, 'BEGIN');
 $r = bg_query($a, q{UPDATE items t SET n = t.n + 1 FROM picks p WHERE t.k = p.k AND upper(t.k) = upper(p.k)});
 is($r->{sqlstate}, undef, 'UPDATE ... FROM a local table joined on the key runs') or diag($r->{stderr});
-bg_send($b, q{DELETE FROM items t USING picks p WHERE t.k = p.k AND t.n = 1 AND length(md5(t.k)) = 32});
+bg_send($b,
+	q{DELETE FROM items t USING picks p WHERE t.k = p.k AND p.k = 'b' AND length(md5(t.k)) = 32 RETURNING t.n});
 ok(poll_until($shard, $waiting, 't', 30), 'the DELETE waits for the UPDATE on the shard');
 bg_query($a, 'COMMIT');
 $r = bg_wait($b);
 is($r->{sqlstate}, undef, 'the DELETE ends once the UPDATE commits') or diag($r->{stderr});
+is($r->{stdout}, "1\n1\n1", 'it deleted the rows the UPDATE committed');
 is( $front->safe_psql('postgres', q{SELECT string_agg(k || i || ':' || n, ',' ORDER BY k, i) FROM items}),
-	'a1:65,a2:65,a3:33', "the DELETE saw the UPDATE's rows: b's rows, now 1, are gone");
+	'a1:65,a2:65,a3:33', "b's rows are gone, a's have the UPDATE's values");
 
 $a->quit;
 $b->quit;
