@@ -87,6 +87,16 @@ SELECT count(*) = (SELECT (value->>'n')::int FROM collegedb.fanout('SELECT count
 EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM events_on_p LIMIT 5 OFFSET 2;
 SELECT count(*) FROM (SELECT id FROM events_on_p LIMIT 5 OFFSET 2) AS five;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM events_on_p ORDER BY id LIMIT 5;
+-- row by row there too: by the row's ctid on that shard, without a key
+BEGIN;
+EXPLAIN (COSTS OFF, VERBOSE) UPDATE events_on_p SET account = upper(account) WHERE id < 40 AND length(md5(account)) = 32;
+WITH u AS (UPDATE events_on_p SET account = upper(account) WHERE id < 40 AND length(md5(account)) = 32
+           RETURNING id, account)
+SELECT * FROM u ORDER BY id;
+WITH d AS (DELETE FROM events_on_p WHERE id < 40 AND upper(account) = account RETURNING id)
+SELECT * FROM d ORDER BY id;
+SELECT count(*) FROM ev WHERE event_id < 40;
+ROLLBACK;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev LIMIT 5;
 
 -- sharded foreign tables move with their keys: rows go, a tombstone stays,
