@@ -89,6 +89,7 @@ OBJS = \
 	src/fdw/import.o \
 	src/fdw/join_paths.o \
 	src/fdw/modify_keys.o \
+	src/fdw/row_modify.o \
 	src/fdw/fdw_keys.o \
 	src/sqlfuncs/shard_funcs.o \
 	src/sqlfuncs/config_funcs.o \

@@ -57,6 +57,27 @@ EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev WHERE amount > 10 AND accou
 EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev WHERE account < 'acct-2';
 EXPLAIN (COSTS OFF, VERBOSE) UPDATE ev SET amount = amount * 2 WHERE event_id = 42;
 
+-- on shards of two dialects an UPDATE that SQLite does not compute exactly
+-- (numeric arithmetic) runs row by row, new values computed here; compared
+-- with a local table of the same rows, and rolled back
+CREATE TEMP TABLE ev_local AS SELECT * FROM ev;
+BEGIN;
+UPDATE ev SET amount = amount * 2 WHERE event_id = 42 RETURNING event_id, amount;
+UPDATE ev_local SET amount = amount * 2 WHERE event_id = 42 RETURNING event_id, amount;
+SET LOCAL collegedb.allow_multi_shard_modify = on;
+UPDATE ev SET amount = amount / 3 + 0.01 WHERE amount > 120;
+UPDATE ev_local SET amount = amount / 3 + 0.01 WHERE amount > 120;
+UPDATE ev e SET account = upper(l.account) FROM ev_local l WHERE e.event_id = l.event_id AND l.event_id % 10 = 0;
+UPDATE ev_local SET account = upper(account) WHERE event_id % 10 = 0;
+DELETE FROM ev e USING ev_local l WHERE e.event_id = l.event_id AND l.amount < 3;
+DELETE FROM ev_local WHERE amount < 3;
+SELECT (SELECT array_agg(e::text ORDER BY e.event_id) FROM ev e) =
+       (SELECT array_agg(l::text ORDER BY l.event_id) FROM ev_local l) AS same_rows,
+       (SELECT count(*) FROM ev) AS rows;
+ROLLBACK;
+DROP TABLE ev_local;
+SELECT count(*), sum(amount) FROM ev;
+
 -- a foreign table may name one shard: then it reads and writes only there
 CREATE FOREIGN TABLE events_on_p (id bigint, account text, amount numeric, at timestamp)
   SERVER p OPTIONS (table_name 'events');
@@ -66,6 +87,16 @@ SELECT count(*) = (SELECT (value->>'n')::int FROM collegedb.fanout('SELECT count
 EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM events_on_p LIMIT 5 OFFSET 2;
 SELECT count(*) FROM (SELECT id FROM events_on_p LIMIT 5 OFFSET 2) AS five;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM events_on_p ORDER BY id LIMIT 5;
+-- row by row there too: by the row's ctid on that shard, without a key
+BEGIN;
+EXPLAIN (COSTS OFF, VERBOSE) UPDATE events_on_p SET account = upper(account) WHERE id < 40 AND length(md5(account)) = 32;
+WITH u AS (UPDATE events_on_p SET account = upper(account) WHERE id < 40 AND length(md5(account)) = 32
+           RETURNING id, account)
+SELECT * FROM u ORDER BY id;
+WITH d AS (DELETE FROM events_on_p WHERE id < 40 AND upper(account) = account RETURNING id)
+SELECT * FROM d ORDER BY id;
+SELECT count(*) FROM ev WHERE event_id < 40;
+ROLLBACK;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT event_id FROM ev LIMIT 5;
 
 -- sharded foreign tables move with their keys: rows go, a tombstone stays,

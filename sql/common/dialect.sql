@@ -211,10 +211,11 @@ DEALLOCATE by_id;
 EXPLAIN (COSTS OFF) SELECT count(*) FROM users;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT id FROM users WHERE id = 'user-7' AND visits > 1;
 
--- writes by key, with RETURNING where the dialect can
+-- writes by key, with RETURNING (where the dialect has none, row by row)
 UPDATE users SET visits = visits + 10, name = 'Seven' WHERE id = 'user-7';
 SELECT id, name, visits FROM users WHERE id = 'user-7';
 SELECT try($$UPDATE users SET visits = 0 WHERE id = 'user-7' RETURNING visits$$);
+UPDATE users SET visits = visits + 1 WHERE id = 'user-7' RETURNING id, visits;
 SELECT visits FROM users WHERE id = 'user-7';
 DELETE FROM users WHERE id IN ('user-8', 'user-9');
 SELECT try($$DELETE FROM users WHERE id = 'user-10' RETURNING id$$);
@@ -229,11 +230,13 @@ DELETE FROM users WHERE id = 'user-new';
 SELECT try($$UPDATE users SET visits = 0$$);
 SELECT try($$DELETE FROM users WHERE visits = 3$$);
 SELECT try($$UPDATE users SET id = 'other' WHERE id = 'user-1'$$);
-SELECT try($$UPDATE users SET visits = length(md5(name)) WHERE id = 'user-1'$$);
 SELECT try($$INSERT INTO users VALUES (NULL, 'no key', 0, NULL)$$);
 SELECT try($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL) ON CONFLICT (id) DO NOTHING$$);
 SELECT try($$INSERT INTO users VALUES ('user-1', 'again', 0, NULL) ON CONFLICT (id) DO UPDATE SET name = 'again'$$);
 SELECT try($$INSERT INTO users VALUES ('user-1', 'duplicate', 0, NULL)$$) ~ '^23' AS unique_violation;
+-- a new value no shard computes: computed here, the row changed by its key
+SELECT try($$UPDATE users SET visits = length(md5(name)) WHERE id = 'user-1'$$);
+SELECT visits FROM users WHERE id = 'user-1';
 SELECT count(*), sum(visits) FROM users;
 -- unless asked: a statement on every shard
 SET collegedb.allow_multi_shard_modify = on;

@@ -165,13 +165,121 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM fid WHERE grp * 1073741824 > 0;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM fid WHERE price * 3 = 0.30 AND name = 'ITEM-9';
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM fid WHERE name LIKE 'item%' AND upper(name) = 'X';
 
--- a modification a dialect cannot compute is refused, nothing written
-SELECT try($$UPDATE fid SET price = price / 3 WHERE id = 'k1'$$);
-SELECT try($$UPDATE fid SET grp = grp * 1073741824 WHERE id = 'k3'$$);
-SELECT try($$UPDATE fid SET grp = grp + 1, price = price * 2 WHERE id = 'k3'$$);
-SELECT id, grp, price FROM fid WHERE id IN ('k1', 'k3') ORDER BY id;
--- the local table follows what the shards did
-UPDATE fid_local l SET grp = f.grp, price = f.price FROM fid f WHERE f.id = l.id AND l.id IN ('k1', 'k3');
+-- modifications: what goes to the shards whole, and what runs row by row
+-- (new values or conditions a dialect does not compute as PostgreSQL does,
+-- joins on the key, RETURNING), each run on both tables: its answer (the
+-- rows it returns or counts, or its error) and then every row compared
+CREATE TEMP TABLE fid_src (id text, grp int, price numeric(10,2), name text);
+INSERT INTO fid_src VALUES ('k1', 100, 1.11, 'from-src'), ('k2', 101, NULL, NULL),
+  ('k7', 102, 2.5, 'Seven'), ('k8', 101, 0.07, 'eight'), ('nope', 1, 1, 'n'), ('k7', 103, 1, 'twice');
+CREATE TEMP TABLE fid_mods (n serial, sql text);
+INSERT INTO fid_mods (sql) VALUES
+  ('UPDATE %T SET price = price / 3 WHERE id = ''k1'''),
+  ('UPDATE %T SET grp = grp * 1073741824 WHERE id = ''k3'''),
+  ('UPDATE %T SET grp = grp + 1, price = price * 2 WHERE id = ''k3'''),
+  ('UPDATE %T SET name = upper(name) WHERE id = ''k7'' RETURNING id, name'),
+  ('UPDATE %T SET price = price * 3 + 0.01 WHERE id = ''k2'' RETURNING id, price'),
+  ('UPDATE %T SET price = price / 7 WHERE id IN (''k4'', ''k5'', ''k6'') RETURNING id, price'),
+  ('UPDATE %T SET name = name || ''!'' WHERE id = ''k9'' AND upper(name) = ''ITEM-9'' RETURNING name'),
+  ('UPDATE %T SET big = big + 1 WHERE id = ''k1'''),
+  ('UPDATE %T SET f = f * 2, d = d + 30, flag = NOT flag WHERE id = ''k6'' RETURNING f, d, flag'),
+  ('UPDATE %T SET grp = 5 WHERE id = ''k10'' RETURNING *'),
+  ('UPDATE %T t SET grp = s.grp, name = s.name FROM fid_src s WHERE t.id = s.id AND s.grp < 103 RETURNING t.id, t.grp, s.name'),
+  ('UPDATE %T t SET price = t.price + s.price FROM fid_src s WHERE t.id = s.id AND s.price IS NOT NULL AND s.grp < 103'),
+  ('UPDATE %T t SET name = s.name FROM fid_src s WHERE t.id = s.id AND s.id = ''k7'' AND s.grp = 103'),
+  ('DELETE FROM %T t USING fid_src s WHERE t.id = s.id AND s.grp = 101 RETURNING t.id, t.grp'),
+  ('DELETE FROM %T WHERE id = ''k12'' AND length(name) > 2 RETURNING *'),
+  ('DELETE FROM %T WHERE id = ''k13'' RETURNING id, price * 2'),
+  ('UPDATE %T SET price = price * 1.5 WHERE upper(name) LIKE ''ZETA%'' RETURNING id, price'),
+  ('DELETE FROM %T WHERE price * 3 = 0.30');
+
+-- fid_mod_answer: what the modification returns (or how many rows it
+-- changed), or the SQLSTATE of its error
+CREATE FUNCTION fid_mod_answer(sql text, tab text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  out text;
+  n bigint;
+BEGIN
+  IF sql LIKE '%RETURNING%' THEN
+    EXECUTE format('WITH r AS (%s) SELECT array_agg(r::text ORDER BY r::text)::text FROM r',
+                   replace(sql, '%T', tab)) INTO out;
+    RETURN coalesce(out, '{}');
+  END IF;
+  EXECUTE replace(sql, '%T', tab);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n || ' rows';
+EXCEPTION WHEN OTHERS THEN
+  RETURN 'ERROR ' || SQLSTATE;
+END $$;
+
+SET collegedb.allow_multi_shard_modify = on;
+CREATE TEMP TABLE fid_mod_results (n int, sql text, sharded text, local text, same_rows bool);
+DO $$
+DECLARE
+  m record;
+BEGIN
+  FOR m IN SELECT * FROM fid_mods ORDER BY n LOOP
+    INSERT INTO fid_mod_results
+    SELECT m.n, m.sql, fid_mod_answer(m.sql, 'fid'), fid_mod_answer(m.sql, 'fid_local'),
+           fid_answer('SELECT * FROM %T', 'fid', false) = fid_answer('SELECT * FROM %T', 'fid_local', false);
+  END LOOP;
+END $$;
+RESET collegedb.allow_multi_shard_modify;
+SELECT count(*) AS modifications, count(*) FILTER (WHERE sharded = local AND same_rows) AS same,
+       count(*) FILTER (WHERE sharded LIKE 'ERROR%') AS errors FROM fid_mod_results;
+SELECT n, replace(sql, '%T', 'fid') AS form, sharded, local, same_rows
+  FROM fid_mod_results WHERE sharded IS DISTINCT FROM local OR NOT same_rows ORDER BY n;
+-- the key column cannot change (the row would belong to another shard)
+SELECT try($$UPDATE fid SET id = 'other' WHERE id = 'k14'$$);
+-- without key equality or a join on the key: every shard, only when asked
+SELECT try($$UPDATE fid SET name = upper(name) WHERE grp = 2$$);
+-- the row-by-row path: the rows fetched and locked with their identity,
+-- then one statement per row by its key
+EXPLAIN (VERBOSE, COSTS OFF) UPDATE fid SET name = upper(name) WHERE id = 'k7';
+EXPLAIN (VERBOSE, COSTS OFF) UPDATE fid t SET grp = s.grp FROM fid_src s WHERE t.id = s.id;
+EXPLAIN (VERBOSE, COSTS OFF) DELETE FROM fid t USING fid_src s WHERE t.id = s.id RETURNING t.id;
+DROP TABLE fid_mod_results;
+DROP FUNCTION fid_mod_answer(text, text);
+
+-- under a generic plan the fetch routes by the parameter's value
+SET plan_cache_mode = force_generic_plan;
+PREPARE fid_up(text, int) AS UPDATE fid SET name = upper(name), grp = grp + $2 WHERE id = $1 RETURNING id, name, grp;
+PREPARE fid_up_local(text, int) AS UPDATE fid_local SET name = upper(name), grp = grp + $2 WHERE id = $1 RETURNING id, name, grp;
+EXECUTE fid_up('k15', 1);
+EXECUTE fid_up_local('k15', 1);
+EXECUTE fid_up('k16', 2);
+EXECUTE fid_up_local('k16', 2);
+DEALLOCATE fid_up;
+DEALLOCATE fid_up_local;
+RESET plan_cache_mode;
+SELECT fid_answer('SELECT * FROM %T', 'fid', false) = fid_answer('SELECT * FROM %T', 'fid_local', false) AS same_rows;
+-- several rows per key: each row is changed by its own identity (the
+-- shard's row identity, or MySQL's primary key), never the key's other rows
+SELECT shard, ok FROM collegedb.run_on_all(
+  'CREATE TABLE fid_multi (k VARCHAR(8), n INTEGER, v DECIMAL(10,2), PRIMARY KEY (k, n))') ORDER BY shard;
+CREATE FOREIGN TABLE fid_multi (k text, n int, v numeric(10,2)) SERVER collegedb OPTIONS (key_column 'k');
+CREATE TABLE fid_multi_local (k text, n int, v numeric(10,2), PRIMARY KEY (k, n));
+INSERT INTO fid_multi SELECT k, n, n * 1.1 FROM unnest(ARRAY['a', 'b', 'c']) k, generate_series(1, 4) n;
+INSERT INTO fid_multi_local SELECT * FROM fid_multi;
+UPDATE fid_multi SET v = v / 3 WHERE k = 'a' AND v * 3 > 5 RETURNING k, n, v;
+UPDATE fid_multi_local SET v = v / 3 WHERE k = 'a' AND v * 3 > 5 RETURNING k, n, v;
+DELETE FROM fid_multi m USING (VALUES ('b'), ('z')) s(k) WHERE m.k = s.k AND m.n > 2 RETURNING m.k, m.n;
+DELETE FROM fid_multi_local m USING (VALUES ('b'), ('z')) s(k) WHERE m.k = s.k AND m.n > 2;
+DELETE FROM fid_multi m WHERE k = 'c' AND upper(k) = 'C' AND n % 2 = 0 RETURNING *;
+DELETE FROM fid_multi_local m WHERE k = 'c' AND n % 2 = 0;
+SELECT (SELECT array_agg(m::text ORDER BY k, n) FROM fid_multi m) =
+       (SELECT array_agg(m::text ORDER BY k, n) FROM fid_multi_local m) AS same_rows;
+DROP FOREIGN TABLE fid_multi;
+DROP TABLE fid_multi_local;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE fid_multi') ORDER BY shard;
+-- a table without a primary key: MySQL cannot tell its rows apart
+SELECT shard, ok FROM collegedb.run_on_all('CREATE TABLE fid_nopk (k VARCHAR(8), v DECIMAL(10,2))') ORDER BY shard;
+CREATE FOREIGN TABLE fid_nopk (k text, v numeric(10,2)) SERVER collegedb OPTIONS (key_column 'k');
+INSERT INTO fid_nopk VALUES ('a', 1.5), ('a', 2.5);
+SELECT try($$UPDATE fid_nopk SET v = v / 3 WHERE k = 'a' AND upper(k) = 'A'$$);
+SELECT k, v FROM fid_nopk ORDER BY v;
+DROP FOREIGN TABLE fid_nopk;
+SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE fid_nopk') ORDER BY shard;
 
 -- aggregates run on the shards: each returns its partial groups, combined
 -- here; HAVING stays here; what a dialect would not compute exactly (float

@@ -377,6 +377,24 @@ typedef struct CdConnInfo
  *			 exclusive row locks, so the mover reads FOR UPDATE.  NULL where
  *			 the guard's own lock survives PREPARE (PostgreSQL's advisory
  *			 locks) or the dialect prepares nothing (SQLite).
+ * row_identity: (optional) what identifies a row of a table on the shard
+ *			 for as long as the shard's transaction holds it: an expression
+ *			 the fetch of a row-by-row UPDATE or DELETE selects
+ *			 (fdw/row_modify.c), in tid syntax "(block,offset)", or with
+ *			 row_identity_int a non-negative 64-bit integer.  NULL: the
+ *			 dialect has none, and its rows are not updated one by one.
+ * row_identity_match: the condition that picks the row again, %1$s the
+ *			 identity's parameter (tid text, or the integer), and %2$s the
+ *			 parameter of the other form, NULL for a row of this dialect,
+ *			 which the statement must name too.
+ * primary_key_sql: (optional, for a dialect without row_identity) a query
+ *			 returning, one per row in their order, the names of the columns
+ *			 of the primary key of table $1 (in schema $2; NULL: the
+ *			 connection's): the columns that tell its rows apart there.
+ * row_lock_clause: (optional) what that fetch appends so that the rows it
+ *			 returns stay as they are until the shard's transaction ends
+ *			 (" FOR UPDATE"); NULL where the write transaction's own lock
+ *			 already does (SQLite's database lock).
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
  * two_phase_sql, marker_sql: two-phase commit (CdTwoPhaseSql) and the
@@ -620,6 +638,11 @@ typedef struct CdAdapter
 	const char *insert_do_nothing;
 	const char *import_sql;
 	const char *copy_lock_clause;
+	const char *row_identity;
+	bool		row_identity_int;
+	const char *row_identity_match;
+	const char *primary_key_sql;
+	const char *row_lock_clause;
 	const char *size_sql;
 	const char *key_match;
 	const char *key_list_sql;

@@ -629,6 +629,10 @@ const CdAdapter CdMysqlAdapter = {
 	 * row as affected under CLIENT_FOUND_ROWS, and INSERT IGNORE turns other
 	 * errors (NOT NULL, bad values) into warnings as well.
 	 */
+	.row_lock_clause = " FOR UPDATE",
+	.primary_key_sql = "SELECT column_name FROM information_schema.key_column_usage "
+	"WHERE table_schema = COALESCE($2, DATABASE()) AND table_name = $1 "
+	"AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 	.topology_ddl = mysql_topology_ddl,

@@ -578,6 +578,9 @@ const CdAdapter CdSqliteAdapter = {
 	"WHERE m.type IN ('table', 'view') AND $1 IN ('main', 'public', '') "
 	"AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND m.name NOT LIKE 'collegedb\\_%' ESCAPE '\\' "
 	"ORDER BY m.name, p.cid",
+	.row_identity = "rowid",
+	.row_identity_int = true,
+	.row_identity_match = "rowid = %1$s AND %2$s IS NULL",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 	.key_match = "%1$s = $%2$d COLLATE BINARY",
 	.topology_ddl = sqlite_topology_ddl,

@@ -262,18 +262,39 @@ FdwColumnList(const CdForeignTable *table, const CdAdapter *adapter, Bitmapset *
 
 /*
  * DeparseSelect starts every dialect's "SELECT <columns> FROM <table>",
- * with the columns in 'used' (see FdwColumnList).
+ * with the columns in 'used' (see FdwColumnList); with 'row_identity' one
+ * more column, the row's identity on the shard (CdAdapter.row_identity,
+ * NULL where the dialect has none), for an UPDATE or DELETE row by row.
  */
 void
-DeparseSelect(FdwDeparse *d, Bitmapset *used)
+DeparseSelect(FdwDeparse *d, Bitmapset *used, bool row_identity)
 {
 	for (int i = 0; i < AdapterCount(); i++)
 	{
 		const CdAdapter *adapter = AdapterForDialect(i);
 
-		appendStringInfo(&d->sql[i], "SELECT %s FROM %s",
+		appendStringInfo(&d->sql[i], "SELECT %s%s%s FROM %s",
 						 FdwColumnList(d->table, adapter, used),
+						 row_identity ? ", " : "",
+						 !row_identity ? "" : adapter->row_identity ? adapter->row_identity : "NULL",
 						 FdwQualifiedName(d->table, adapter));
+	}
+}
+
+/*
+ * DeparseRowLock appends what keeps the fetched rows as they are until the
+ * shard's transaction ends (CdAdapter.row_lock_clause), where the dialect
+ * needs it.
+ */
+void
+DeparseRowLock(FdwDeparse *d)
+{
+	for (int i = 0; i < AdapterCount(); i++)
+	{
+		const char *clause = AdapterForDialect(i)->row_lock_clause;
+
+		if (clause && !d->failed[i])
+			appendStringInfoString(&d->sql[i], clause);
 	}
 }
 

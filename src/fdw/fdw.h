@@ -69,7 +69,8 @@ extern bool DeparseExpr(Node *node, FdwDeparse *d, bool assignment);
 extern uint32 DeparseDialects(Node *node, CdForeignTable *table, Index relid);
 extern uint32 DeparseAllDialects(void);
 extern int	DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr, bool required);
-extern void DeparseSelect(FdwDeparse *d, Bitmapset *used);
+extern void DeparseSelect(FdwDeparse *d, Bitmapset *used, bool row_identity);
+extern void DeparseRowLock(FdwDeparse *d);
 extern void DeparseModify(FdwDeparse *d, CmdType op);
 extern void DeparseLimit(FdwDeparse *d, int64 limit);
 extern void DeparseReturning(FdwDeparse *d);
@@ -87,6 +88,7 @@ extern CdTypeFamily ShippableFamily(Oid type);
 extern int	ShippableParam(FdwDeparse *d, Expr *expr);
 extern bool ShippableDeparse(Node *node, FdwDeparse *d, CdDialect dialect, bool assignment,
 							 StringInfo out);
+extern uint32 FdwFleetDialects(const CdForeignTable *table);
 extern void FdwEnsureSendable(const char *const *sql, const CdForeignTable *table);
 extern const char *FdwExplainText(const char *sql);
 
@@ -99,6 +101,7 @@ enum FdwScanPrivate
 	FdwPrivReturning,			/* direct modify: rows come back */
 	FdwPrivSetProcessed,		/* direct modify: counts for the command */
 	FdwPrivKeySplit,			/* key array: where " = $k" is, per dialect */
+	FdwPrivForModify,			/* fetches rows to update or delete one by one */
 	FdwPrivCount
 };
 
@@ -147,6 +150,8 @@ extern int64 FdwFanoutResult(const struct CdFanoutShard *shards, int n, bool is_
 
 /* fdw_exec.c */
 extern void FdwObservedInit(FdwObserved *o, EState *estate);
+extern void FdwRowIdentity(const char *text, ItemPointer tid);
+extern void FdwRowIdentityParams(ItemPointer tid, CdParam *as_tid, CdParam *as_int);
 extern void FdwExplainObserved(FdwObserved *o, ExplainState *es);
 extern void collegedb_begin_scan(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate(ForeignScanState *node);
@@ -155,8 +160,26 @@ extern void collegedb_end_scan(ForeignScanState *node);
 extern void collegedb_begin_direct_modify(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate_direct_modify(ForeignScanState *node);
 extern void collegedb_end_direct_modify(ForeignScanState *node);
+/*
+ * What a modification's ri_FdwState is: every state of insert.c and
+ * row_modify.c starts with its kind.
+ */
+typedef enum FdwModifyKind
+{
+	FDW_MODIFY_INSERT = 1,
+	FDW_MODIFY_ROWS
+} FdwModifyKind;
+
+/* row_modify.c */
+extern void collegedb_add_update_targets(PlannerInfo *root, Index rtindex,
+										 RangeTblEntry *target_rte, Relation target_relation);
+extern void FdwEnsureKeyUnchanged(const CdForeignTable *table, AttrNumber attno);
+extern List *RowModifyPlan(PlannerInfo *root, ModifyTable *plan, Index resultRelation);
+extern void RowModifyBegin(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_private);
 extern TupleTableSlot *collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 												 TupleTableSlot *slot, TupleTableSlot *planSlot);
+extern void RowModifyExplain(ResultRelInfo *rinfo, List *fdw_private, ExplainState *es);
+
 /* insert.c */
 extern void collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 								   List *fdw_private, int subplan_index, int eflags);

@@ -14,8 +14,9 @@
  * arrive and kept in a tuplestore (which spills to disk).
  *
  * INSERT and COPY FROM are insert.c's.  UPDATE and DELETE run whole on the key's shard(s), guarded,
- * and RETURNING gives the rows the shard returns (where the dialect has
- * UPDATE ... RETURNING).
+ * and RETURNING gives the rows the shard returns; what cannot go whole runs
+ * row by row (row_modify.c), its rows fetched here with their identity on
+ * the shard, locked, in the shard's write transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -327,6 +328,8 @@ typedef struct FdwScanState
 	bool		key_is_array;
 	List	   *key_split;		/* see FdwPrivKeySplit */
 	bool		is_write;
+	bool		for_modify;		/* rows of an UPDATE or DELETE row by row */
+	TupleDesc	store_desc;		/* the table's columns, then the row identity */
 	bool		set_processed;
 	List	   *param_exprs;	/* ExprStates */
 	List	   *param_types;
@@ -336,6 +339,22 @@ typedef struct FdwScanState
 	int64		rows;
 	FdwObserved observed;		/* under EXPLAIN ANALYZE */
 } FdwScanState;
+
+/*
+ * with_row_identity returns 'desc' with one more column, text: the row's
+ * identity on its shard, as the fetch of a row-by-row UPDATE or DELETE
+ * selects it (row_modify.c).
+ */
+static TupleDesc
+with_row_identity(TupleDesc desc)
+{
+	TupleDesc	out = CreateTemplateTupleDesc(desc->natts + 1);
+
+	for (int i = 0; i < desc->natts; i++)
+		TupleDescCopyEntry(out, i + 1, desc, i + 1);
+	TupleDescInitEntry(out, desc->natts + 1, "collegedb_row_identity", TEXTOID, -1, 0);
+	return out;
+}
 
 static FdwScanState *
 scan_state(ForeignScanState *node, bool is_write)
@@ -352,15 +371,17 @@ scan_state(ForeignScanState *node, bool is_write)
 	st->key_is_array = boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray));
 	st->key_split = list_nth(plan->fdw_private, FdwPrivKeySplit);
 	st->set_processed = boolVal(list_nth(plan->fdw_private, FdwPrivSetProcessed));
-	st->is_write = is_write;
+	st->for_modify = boolVal(list_nth(plan->fdw_private, FdwPrivForModify));
+	st->is_write = is_write || st->for_modify;
+	st->store_desc = is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
+		RelationGetDescr(node->ss.ss_currentRelation);
+	if (st->for_modify)
+		st->store_desc = with_row_identity(st->store_desc);
 	st->param_exprs = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	foreach(lc, plan->fdw_exprs)
 		st->param_types = lappend_oid(st->param_types, exprType(lfirst(lc)));
 	FdwObservedInit(&st->observed, node->ss.ps.state);
-	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state,
-										is_write ? RelationGetDescr(node->resultRelInfo->ri_RelationDesc) :
-										RelationGetDescr(node->ss.ss_currentRelation),
-										&TTSOpsMinimalTuple);
+	st->stored = ExecInitExtraTupleSlot(node->ss.ps.state, st->store_desc, &TTSOpsMinimalTuple);
 	return st;
 }
 
@@ -545,6 +566,95 @@ ensure_returning_possible(FdwScanState *st)
 			 errhint("Run the statement without RETURNING and read the rows afterwards.")));
 }
 
+/* Row identities: what the fetch of a row-by-row UPDATE or DELETE reads (row_modify.c) */
+
+/* an integer identity in a tid: offsets with this bit set (ctids have none) */
+#define ROW_ID_INT_FLAG 0x8000
+#define ROW_ID_INT_BITS 15
+#define ROW_ID_INT_MAX ((INT64CONST(1) << (32 + ROW_ID_INT_BITS)) - 1)
+
+/*
+ * FdwRowIdentity turns the identity a shard returned for a row (its text,
+ * NULL when the dialect has none) into the tid the scan's row carries.  A
+ * tid's text is taken as it is; an integer i is written (i >> 15, 0x8000 |
+ * (i & 0x7fff)), an offset no ctid has.  No identity is the invalid tid.
+ */
+void
+FdwRowIdentity(const char *text, ItemPointer tid)
+{
+	int64		id;
+
+	if (text == NULL)
+	{
+		ItemPointerSetInvalid(tid);
+		return;
+	}
+	if (text[0] == '(')
+	{
+		ItemPointerCopy((ItemPointer) DatumGetPointer(DirectFunctionCall1(tidin, CStringGetDatum(text))),
+						tid);
+		return;
+	}
+	id = pg_strtoint64(text);
+	if (id < 0 || id > ROW_ID_INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("row identity " INT64_FORMAT " of a shard's row is out of range", id),
+				 errdetail("UPDATE and DELETE row by row take row identities from 0 to " INT64_FORMAT ".",
+						   ROW_ID_INT_MAX)));
+	ItemPointerSet(tid, (BlockNumber) (id >> ROW_ID_INT_BITS),
+				   (OffsetNumber) (ROW_ID_INT_FLAG | (id & (ROW_ID_INT_FLAG - 1))));
+}
+
+/*
+ * FdwRowIdentityParams sets the row's identity parameters from its tid: the tid
+ * form or the integer form, the other NULL.
+ */
+void
+FdwRowIdentityParams(ItemPointer tid, CdParam *as_tid, CdParam *as_int)
+{
+	OffsetNumber offset = ItemPointerGetOffsetNumberNoCheck(tid);
+
+	if (offset & ROW_ID_INT_FLAG)
+	{
+		int64		id = ((int64) ItemPointerGetBlockNumberNoCheck(tid) << ROW_ID_INT_BITS) |
+			(offset & (ROW_ID_INT_FLAG - 1));
+
+		ValuesToParam(Int64GetDatum(id), false, INT8OID, as_int);
+		ValuesToParam((Datum) 0, true, TEXTOID, as_tid);
+		return;
+	}
+	ValuesToParam(DirectFunctionCall1(textin, DirectFunctionCall1(tidout, PointerGetDatum(tid))),
+				  false, TEXTOID, as_tid);
+	ValuesToParam((Datum) 0, true, INT8OID, as_int);
+}
+
+/*
+ * with_identity puts the stored row into the scan's slot (a heap tuple's,
+ * as every foreign scan's) with its identity as the tuple's tid, which the
+ * junk "ctid" of the UPDATE or DELETE reads.
+ */
+static TupleTableSlot *
+with_identity(FdwScanState *st, TupleTableSlot *slot)
+{
+	int			natts = slot->tts_tupleDescriptor->natts;
+	HeapTupleTableSlot *hslot = (HeapTupleTableSlot *) slot;
+	ItemPointerData tid;
+
+	Assert(TTS_IS_HEAPTUPLE(slot));
+	slot_getallattrs(st->stored);
+	FdwRowIdentity(st->stored->tts_isnull[natts] ? NULL :
+				   TextDatumGetCString(st->stored->tts_values[natts]), &tid);
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, st->stored->tts_values, sizeof(Datum) * natts);
+	memcpy(slot->tts_isnull, st->stored->tts_isnull, sizeof(bool) * natts);
+	ExecStoreVirtualTuple(slot);
+	ExecMaterializeSlot(slot);
+	hslot->tuple->t_self = tid;
+	slot->tts_tid = tid;
+	return slot;
+}
+
 /*
  * next_row puts the next stored row in the scan's slot.  A row read back
  * from the tuplestore's file is allocated in the current context and the
@@ -561,6 +671,8 @@ next_row(FdwScanState *st, TupleTableSlot *slot, EState *estate)
 	MemoryContextSwitchTo(old);
 	if (!found)
 		return ExecClearTuple(slot);
+	if (st->for_modify)
+		return with_identity(st, slot);
 	return ExecCopySlot(slot, st->stored);
 }
 
@@ -584,7 +696,7 @@ collegedb_iterate(ForeignScanState *node)
 
 		st->store = tuplestore_begin_heap(false, false, work_mem);
 		MemoryContextSwitchTo(old);
-		run_statement(node, st, RelationGetDescr(node->ss.ss_currentRelation));
+		run_statement(node, st, st->store_desc);
 		st->fetched = true;
 	}
 	return next_row(st, slot, node->ss.ps.state);
@@ -681,20 +793,7 @@ collegedb_end_direct_modify(ForeignScanState *node)
 	collegedb_end_scan(node);
 }
 
-/* INSERT: insert.c */
-
-/*
- * collegedb_exec_row_modify is never reached: an UPDATE or DELETE either
- * goes to the shards whole or is refused at planning (fdw_plan.c).  The
- * executor only needs it to exist.
- */
-TupleTableSlot *
-collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
-						  TupleTableSlot *slot, TupleTableSlot *planSlot)
-{
-	elog(ERROR, "collegedb modifies foreign tables only as a whole statement");
-	return NULL;
-}
+/* INSERT: insert.c; UPDATE and DELETE row by row: row_modify.c */
 
 /* EXPLAIN */
 

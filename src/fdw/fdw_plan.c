@@ -181,7 +181,8 @@ collegedb_get_paths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
  * private_list builds a scan's fdw_private (see FdwScanPrivate).
  */
 static List *
-private_list(FdwDeparse *d, int key_param, bool key_is_array, bool returning, bool set_processed)
+private_list(FdwDeparse *d, int key_param, bool key_is_array, bool returning, bool set_processed,
+			 bool for_modify)
 {
 	List	   *out = NIL;
 
@@ -191,6 +192,7 @@ private_list(FdwDeparse *d, int key_param, bool key_is_array, bool returning, bo
 	out = lappend(out, makeBoolean(returning));
 	out = lappend(out, makeBoolean(set_processed));
 	out = lappend(out, key_is_array && key_param > 0 ? DeparseKeySplit(d) : NIL);
+	out = lappend(out, makeBoolean(for_modify));
 	return out;
 }
 
@@ -228,9 +230,27 @@ pushed_limit(PlannerInfo *root, RelOptInfo *baserel, FdwRelInfo *info, List *loc
 }
 
 /*
+ * rows_modified_here says whether the scan fetches the rows of an UPDATE or
+ * DELETE that may run row by row (when it cannot go to the shards whole,
+ * collegedb_plan_direct_modify replaces the scan's statement).
+ */
+static bool
+rows_modified_here(PlannerInfo *root, RelOptInfo *baserel)
+{
+	CmdType		op = root->parse->commandType;
+
+	/* the target itself, or a foreign partition or child of it */
+	return (op == CMD_UPDATE || op == CMD_DELETE) &&
+		(baserel->relid == (Index) root->parse->resultRelation ||
+		 bms_is_member(baserel->relid, root->all_result_relids));
+}
+
+/*
  * collegedb_get_plan builds the scan: SELECT the columns the query uses
  * (NULL for the others), WHERE the remote quals and the key, one text per
- * dialect.
+ * dialect.  The scan of an UPDATE's or DELETE's target also selects each
+ * row's identity on its shard and locks the rows it returns, in the
+ * shard's write transaction (row_modify.c).
  */
 ForeignScan *
 collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
@@ -245,6 +265,7 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	FdwDeparse	d;
 	int			key_param;
 	int64		limit;
+	bool		for_modify = rows_modified_here(root, baserel);
 
 	/* a keyed read per outer row: the join's conditions are checked here */
 	if (join_key)
@@ -262,26 +283,91 @@ collegedb_get_plan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		used = bms_add_member(used, info->table->key_attno - FirstLowInvalidHeapAttributeNumber);
 
 	DeparseInit(&d, info->table, baserel->relid, &params);
-	DeparseSelect(&d, used);
+	DeparseSelect(&d, used, for_modify);
 	key_param = DeparseWhere(&d, info->remote_conds, join_key ? join_key : info->key_expr, false);
 	limit = pushed_limit(root, baserel, info, local);
 	if (limit >= 0)
 		DeparseLimit(&d, limit);
+	if (for_modify)
+		DeparseRowLock(&d);
 
 	return make_foreignscan(tlist, local, baserel->relid, params,
-							private_list(&d, key_param, info->key_is_array, false, false),
+							private_list(&d, key_param, info->key_is_array, false, false,
+										 for_modify),
 							NIL, NIL, outer_plan);
 }
 
 /*
+ * is_key_var says whether 'node' is the key column of relation 'relid'.
+ */
+static bool
+is_key_var(Node *node, Index relid, CdForeignTable *table)
+{
+	node = strip_implicit_coercions(node);
+	return IsA(node, Var) && ((Var *) node)->varno == relid &&
+		((Var *) node)->varattno == table->key_attno && ((Var *) node)->varlevelsup == 0;
+}
+
+/*
+ * joined_on_key says whether the rows of relation 'relid' are joined to
+ * another relation of the statement by equality of the key column ("UPDATE
+ * t ... FROM l WHERE t.key = l.x"): each row an UPDATE or DELETE then
+ * changes is routed by its own key, as a row of "key = x" is.
+ */
+static bool
+joined_on_key(PlannerInfo *root, Index relid, CdForeignTable *table)
+{
+	ListCell   *lc,
+			   *lc2;
+
+	if (table->key_attno == 0)
+		return false;
+	foreach(lc, root->eq_classes)
+	{
+		EquivalenceClass *ec = lfirst(lc);
+		bool		key = false,
+					other = false;
+
+		foreach(lc2, ec->ec_members)
+		{
+			EquivalenceMember *em = lfirst(lc2);
+
+			if (is_key_var((Node *) em->em_expr, relid, table))
+				key = true;
+			else if (!bms_is_empty(em->em_relids) && !bms_is_member(relid, em->em_relids))
+				other = true;
+		}
+		if (key && other)
+			return true;
+	}
+	foreach(lc, root->simple_rel_array[relid]->joininfo)
+	{
+		Expr	   *clause = ((RestrictInfo *) lfirst(lc))->clause;
+		OpExpr	   *op = (OpExpr *) clause;
+
+		if (!IsA(clause, OpExpr) || list_length(op->args) != 2 ||
+			strcmp(get_opname(op->opno), "=") != 0)
+			continue;
+		if ((is_key_var(linitial(op->args), relid, table) &&
+			 !bms_is_member(relid, pull_varnos(root, lsecond(op->args)))) ||
+			(is_key_var(lsecond(op->args), relid, table) &&
+			 !bms_is_member(relid, pull_varnos(root, linitial(op->args)))))
+			return true;
+	}
+	return false;
+}
+
+/*
  * ensure_key_or_multi_shard refuses an UPDATE or DELETE of a sharded table
- * without key equality, which would reach every shard, unless
- * collegedb.allow_multi_shard_modify is on.
+ * without key equality (with a constant, or a join on the key), which would
+ * reach every shard, unless collegedb.allow_multi_shard_modify is on.
  */
 static void
-ensure_key_or_multi_shard(CmdType op, FdwRelInfo *info)
+ensure_key_or_multi_shard(PlannerInfo *root, Index relid, CmdType op, FdwRelInfo *info)
 {
 	if (info->key_expr != NULL || info->table->shard != NULL || CollegeAllowMultiShardModify)
+		return;
+	if (root && joined_on_key(root, relid, info->table))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_CD_CROSS_SHARD_UNSUPPORTED),
@@ -309,6 +395,7 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	FdwDeparse	d;
 	int			key_param;
 	bool		returning = plan->returningLists != NIL;
+	uint32		reach;
 	ListCell   *lc;
 
 	if (op != CMD_UPDATE && op != CMD_DELETE)
@@ -336,7 +423,6 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 		List	   *attrs;
 		ListCell   *lc2;
 		bool		first = true;
-		bool		any = false;
 
 		get_translated_update_targetlist(root, resultRelation, &tlist, &attrs);
 		forboth(lc, tlist, lc2, attrs)
@@ -344,25 +430,29 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 			TargetEntry *tle = lfirst(lc);
 			AttrNumber	attno = lfirst_int(lc2);
 
-			if (attno == info->table->key_attno)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot change the key column of a sharded table"),
-						 errhint("Delete the row and insert it under its new key.")));
+			FdwEnsureKeyUnchanged(info->table, attno);
 			DeparseAppend(&d, first ? " SET " : ", ");
 			DeparseColumn(&d, attno);
 			DeparseAppend(&d, " = ");
 			(void) DeparseExpr((Node *) tle->expr, &d, true);
 			first = false;
 		}
-		/* no dialect can: the row-by-row path refuses it with its reasons */
-		for (int i = 0; i < AdapterCount(); i++)
-			any |= !d.failed[i];
-		if (!any)
-			return false;
 	}
 	key_param = DeparseWhere(&d, info->remote_conds, info->key_expr, true);
-	ensure_key_or_multi_shard(op, info);
+
+	/*
+	 * A shard the statement may reach whose dialect cannot take it whole, or
+	 * cannot return the rows it changed: the statement runs row by row
+	 * (row_modify.c), its new values and conditions computed here.
+	 */
+	reach = FdwFleetDialects(info->table);
+	for (int i = 0; i < AdapterCount(); i++)
+	{
+		if ((reach & (1u << i)) &&
+			(d.failed[i] || (returning && !AdapterForDialect(i)->caps.returning)))
+			return false;
+	}
+	ensure_key_or_multi_shard(root, resultRelation, op, info);
 	if (returning)
 		DeparseReturning(&d);
 
@@ -371,13 +461,14 @@ collegedb_plan_direct_modify(PlannerInfo *root, ModifyTable *plan,
 	fscan->resultRelation = resultRelation;
 	fscan->fdw_exprs = params;
 	fscan->fdw_private = private_list(&d, key_param, info->key_is_array, returning,
-									  plan->canSetTag);
+									  plan->canSetTag, false);
 	return true;
 }
 
 /*
- * collegedb_plan_modify plans the row-by-row path: INSERT.  An UPDATE or
- * DELETE that could not go to the shards whole is refused.
+ * collegedb_plan_modify plans the row-by-row path: INSERT, and an UPDATE or
+ * DELETE that could not go to the shards whole (row_modify.c), under the
+ * same rule of key equality as a whole one.
  */
 List *
 collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
@@ -389,13 +480,8 @@ collegedb_plan_modify(PlannerInfo *root, ModifyTable *plan,
 		FdwRelInfo *info = rel ? rel->fdw_private : NULL;
 
 		if (info)
-			ensure_key_or_multi_shard(plan->operation, info);
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("this %s cannot be sent to the shards",
-						plan->operation == CMD_UPDATE ? "UPDATE" : "DELETE"),
-				 errdetail("Its conditions or new values use expressions, joins or functions that collegedb does not send to shards."),
-				 errhint("Use comparisons and +, -, * of columns, constants and parameters, or collegedb.run().")));
+			ensure_key_or_multi_shard(root, resultRelation, plan->operation, info);
+		return RowModifyPlan(root, plan, resultRelation);
 	}
 	/* DO UPDATE needs an arbiter index, which no foreign table has */
 	if (plan->onConflictAction == ONCONFLICT_UPDATE)

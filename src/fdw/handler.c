@@ -4,7 +4,8 @@
  *	  The handler of the collegedb foreign-data wrapper.
  *
  * Planning is in fdw_plan.c, the remote statements in deparse.c, execution
- * in fdw_exec.c and (INSERT, COPY FROM) insert.c (README.md, "Sharded foreign tables"; src/README.md, "A
+ * in fdw_exec.c, (INSERT, COPY FROM) insert.c and (UPDATE, DELETE row by row)
+ * row_modify.c (README.md, "Sharded foreign tables"; src/README.md, "A
  * guarded write").
  *
  *-------------------------------------------------------------------------
@@ -44,6 +45,7 @@ collegedb_fdw_handler(PG_FUNCTION_ARGS)
 	routine->ExplainForeignScan = collegedb_explain_any_scan;
 
 	routine->IsForeignRelUpdatable = collegedb_is_updatable;
+	routine->AddForeignUpdateTargets = collegedb_add_update_targets;
 	routine->PlanForeignModify = collegedb_plan_modify;
 	routine->BeginForeignModify = collegedb_begin_modify;
 	routine->ExecForeignInsert = collegedb_exec_insert;

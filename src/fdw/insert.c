@@ -63,6 +63,7 @@ typedef struct FdwShardBatch
 
 typedef struct FdwInsertState
 {
+	FdwModifyKind kind;			/* FDW_MODIFY_INSERT */
 	CdForeignTable *table;
 	const char *sql[CD_MAX_DIALECTS];
 	int			ncols;
@@ -153,6 +154,7 @@ begin_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 	TupleDesc	desc = RelationGetDescr(rinfo->ri_RelationDesc);
 
 	st = palloc0(sizeof(FdwInsertState));
+	st->kind = FDW_MODIFY_INSERT;
 	st->table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
 	st->attnums = palloc(sizeof(AttrNumber) * Max(desc->natts, 1));
 	for (int i = 0; i < desc->natts; i++)
@@ -195,7 +197,10 @@ collegedb_begin_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 {
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	begin_insert(mtstate, rinfo);
+	if (mtstate->operation != CMD_INSERT)
+		RowModifyBegin(mtstate, rinfo, fdw_private);
+	else
+		begin_insert(mtstate, rinfo);
 }
 
 /*
@@ -213,9 +218,15 @@ void
 collegedb_explain_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 						 List *fdw_private, int subplan_index, ExplainState *es)
 {
-	CdForeignTable *table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
+	CdForeignTable *table;
 	FdwInsertState *st = rinfo->ri_FdwState;
 
+	if (mtstate->operation != CMD_INSERT)
+	{
+		RowModifyExplain(rinfo, fdw_private, es);
+		return;
+	}
+	table = FdwTableInfo(RelationGetRelid(rinfo->ri_RelationDesc));
 	ExplainPropertyText("Shards", table->shard ? table->shard : "each row's key's", es);
 	if (es->analyze && st && st->observed.observer)
 		FdwExplainObserved(&st->observed, es);
@@ -593,7 +604,7 @@ end_insert(ResultRelInfo *rinfo)
 	FdwInsertState *st = rinfo->ri_FdwState;
 	CdRemoteObserver *previous = NULL;
 
-	if (st == NULL || !st->batching)
+	if (st == NULL || st->kind != FDW_MODIFY_INSERT || !st->batching)
 		return;
 	if (st->observed.observer)
 		previous = RemoteObserve(st->observed.observer);

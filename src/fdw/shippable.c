@@ -551,34 +551,41 @@ ShippableDeparse(Node *node, FdwDeparse *d, CdDialect dialect, bool assignment,
 }
 
 /*
+ * FdwFleetDialects returns the dialects (a mask, see DeparseAllDialects) of
+ * the shards a statement of 'table' may reach: its own shard's, or those of
+ * the whole fleet (the key's shard, and every shard a tombstone leads to,
+ * may be any shard).
+ */
+uint32
+FdwFleetDialects(const CdForeignTable *table)
+{
+	uint32		mask = 0;
+	ListCell   *lc;
+
+	if (table->shard)
+		return 1u << ShardLookup(table->shard)->dialect;
+	foreach(lc, ShardList())
+		mask |= 1u << ((CdShard *) lfirst(lc))->dialect;
+	return mask;
+}
+
+/*
  * FdwEnsureSendable refuses a statement before anything is sent when a shard
  * it may reach speaks a dialect that cannot compute one of its expressions
- * as PostgreSQL does (the planner left that dialect's text empty: an UPDATE
- * or DELETE goes to the shards whole or not at all).  The key's shard, and
- * every shard a tombstone leads to, may be any shard of the fleet.
+ * as PostgreSQL does (the planner left that dialect's text empty).  The
+ * planner sends such an UPDATE or DELETE row by row instead; this catches a
+ * plan made before a shard of another dialect joined the fleet.
  */
 void
 FdwEnsureSendable(const char *const *sql, const CdForeignTable *table)
 {
 	const CdAdapter *cannot = NULL;
-	ListCell   *lc;
+	uint32		reach = FdwFleetDialects(table);
 
-	if (table->shard)
+	for (int d = 0; d < AdapterCount() && cannot == NULL; d++)
 	{
-		CdDialect	d = ShardLookup(table->shard)->dialect;
-
-		if (sql[d][0] == '\0')
+		if ((reach & (1u << d)) && sql[d][0] == '\0')
 			cannot = AdapterForDialect(d);
-	}
-	else
-	{
-		foreach(lc, ShardList())
-		{
-			CdDialect	d = ((CdShard *) lfirst(lc))->dialect;
-
-			if (sql[d][0] == '\0' && cannot == NULL)
-				cannot = AdapterForDialect(d);
-		}
 	}
 	if (cannot == NULL)
 		return;
@@ -587,7 +594,7 @@ FdwEnsureSendable(const char *const *sql, const CdForeignTable *table)
 			 errmsg("this statement cannot be sent to %s shard", cannot->a_name),
 			 errdetail("%s does not compute one of its conditions or new values exactly as PostgreSQL does.",
 					   cannot->display_name),
-			 errhint("Compute the new values on the front (SELECT, then UPDATE by key with constants), or use collegedb.run().")));
+			 errhint("Prepare the statement again, or run DISCARD PLANS: its plan was made before a shard of this dialect was registered.")));
 }
 
 /*
