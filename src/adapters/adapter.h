@@ -338,6 +338,15 @@ typedef struct CdConnInfo
  * lock_key_sql: a statement with $1 = the key that a mover runs in its
  *			 source transaction to take the key's lock exclusively, so that
  *			 guarded writers wait for the move to commit.
+ * lock_keys_sql: the locks of a batch of keys (a batched move, in its
+ *			 source transaction): takes each key's lock as lock_key_sql
+ *			 would, in the order given (the keys sorted, so that two batches
+ *			 never wait for each other), and returns a row with each key
+ *			 whose lock it could not take without waiting (PostgreSQL tries
+ *			 each lock; the others wait, and return nothing).  With
+ *			 guard_keys_array its one parameter $1 is a text array literal
+ *			 of the keys; otherwise "%s" stands for one lock_keys_item per
+ *			 key (a format with %d, the key's parameter number).
  * lock_table_sql: (optional) a statement a mover runs in its source
  *			 transaction right after lock_key_sql, before it reads any row:
  *			 it conflicts with the lock a guard escalates to once a shard
@@ -592,6 +601,8 @@ typedef struct CdAdapter
 	const char *guard_keys_probe;
 	const char *lock_key_sql;
 	const char *lock_table_sql;
+	const char *lock_keys_sql;
+	const char *lock_keys_item;
 	const char *copy_lock_clause;
 	const char *size_sql;
 	const char *key_match;
@@ -641,6 +652,8 @@ extern char *AdapterQuoteIdent(const char *ident, char quote);
 extern char *AdapterQuoteStandardIdent(const char *ident);
 extern char *AdapterConninfoHostPort(const char *conninfo);
 extern char *AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n);
+extern char *AdapterKeysMatch(const CdAdapter *adapter, const char *column, int first,
+							  int nkeys, bool *as_array);
 extern char *AdapterQualifiedName(const CdAdapter *adapter, const char *schema,
 								  const char *name);
 extern char *AdapterWordList(List *words, const char *conjunction);

@@ -588,6 +588,9 @@ const CdAdapter CdMysqlAdapter = {
 	.guard_keys_sql = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key IN (%s) LIMIT 1 LOCK IN SHARE MODE",
 	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
+	.lock_keys_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
+	"VALUES %s ON DUPLICATE KEY UPDATE moved_to = moved_to",
+	.lock_keys_item = "('', $%d, '')",
 	/*
 	 * XA PREPARE releases the guard's shared and gap locks; the writer's
 	 * exclusive locks on the rows it changed stay, and a locking read waits

@@ -808,6 +808,8 @@ const CdAdapter CdPostgresAdapter = {
 	.guard_keys_probe = "SELECT to_regprocedure('collegedb_guard_keys(text[])') IS NOT NULL",
 	.lock_key_sql = "SELECT pg_advisory_xact_lock(hashtextextended('collegedb:' || $1, 0))",
 	.lock_table_sql = "LOCK TABLE collegedb_tombstones IN ROW EXCLUSIVE MODE",
+	.lock_keys_sql = "SELECT k FROM unnest($1::text[]) WITH ORDINALITY AS u(k, o) "
+	"WHERE NOT pg_try_advisory_xact_lock(hashtextextended('collegedb:' || k, 0)) ORDER BY o",
 	.two_phase_sql = &pg_two_phase,
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
 	.key_match = "%1$s = $%2$d",

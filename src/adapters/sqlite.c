@@ -556,6 +556,8 @@ const CdAdapter CdSqliteAdapter = {
 	.guard_query = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key = $1 LIMIT 1",
 	.guard_keys_sql = "SELECT moved_to FROM collegedb_tombstones WHERE shard_key IN (%s) LIMIT 1",
 	.lock_key_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key = $1",
+	.lock_keys_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key IN (%s)",
+	.lock_keys_item = "$%d",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 	.key_match = "%1$s = $%2$d COLLATE BINARY",
 	.topology_ddl = sqlite_topology_ddl,
