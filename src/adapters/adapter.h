@@ -378,6 +378,11 @@ typedef struct CdConnInfo
  *			 $%2$d byte for byte, whatever the column's collation, in a form
  *			 that can still use an index on the column.  Every statement a
  *			 move sends uses it.
+ * key_in_match: (optional) key_match of a list of keys: column %1$s
+ *			 (quoted) with any of %2$s ("$i, $j, ..."), byte for byte, where
+ *			 a disjunction of key_match would be too deep an expression
+ *			 (SQLite's expression depth limit).  NULL: key_match per key,
+ *			 joined by OR (or key_list_sql where the dialect has it).
  * topology_ddl: NULL-terminated statements creating the shard-side tables
  *			 of topology groups, collegedb_topology(group_name, version,
  *			 snapshot) and collegedb_topology_state(group_name, channel,
@@ -606,6 +611,7 @@ typedef struct CdAdapter
 	const char *copy_lock_clause;
 	const char *size_sql;
 	const char *key_match;
+	const char *key_in_match;
 	const char *key_list_sql;
 
 	const char *const *topology_ddl;

@@ -136,7 +136,8 @@ AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n)
  * AdapterKeysMatch returns the byte-for-byte comparison of column 'column'
  * (unquoted) with any of 'nkeys' keys, the parameters from $first on:
  * with the adapter's key_list_sql one parameter, the keys' array literal
- * (*as_array); otherwise one parameter per key, each compared by key_match.
+ * (*as_array); otherwise one parameter per key, in the adapter's
+ * key_in_match or each compared by key_match.
  */
 char *
 AdapterKeysMatch(const CdAdapter *adapter, const char *column, int first, int nkeys,
@@ -151,6 +152,12 @@ AdapterKeysMatch(const CdAdapter *adapter, const char *column, int first, int nk
 		appendStringInfoString(&buf, adapter->quote_ident(column));
 		appendStringInfo(&buf, adapter->key_list_sql, first);
 		return buf.data;
+	}
+	if (adapter->key_in_match && nkeys > 1)
+	{
+		for (int i = 0; i < nkeys; i++)
+			appendStringInfo(&buf, "%s$%d", i ? ", " : "", first + i);
+		return psprintf(adapter->key_in_match, adapter->quote_ident(column), buf.data);
 	}
 	appendStringInfoChar(&buf, '(');
 	for (int i = 0; i < nkeys; i++)

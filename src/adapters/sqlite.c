@@ -560,6 +560,7 @@ const CdAdapter CdSqliteAdapter = {
 	.lock_keys_item = "$%d",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
 	.key_match = "%1$s = $%2$d COLLATE BINARY",
+	.key_in_match = "%1$s COLLATE BINARY IN (%2$s)",
 	.topology_ddl = sqlite_topology_ddl,
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,
