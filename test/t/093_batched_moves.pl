@@ -146,6 +146,8 @@ note sprintf 'batched rebalance: %d keys in %.1f s (%.0f keys/s; the job view sa
 $pgbench->finish;
 my ($acked) = $pgb_out =~ /number of transactions actually processed: (\d+)/;
 my ($failed_tx) = $pgb_out =~ /number of failed transactions: (\d+)/;
+my ($latency) = $pgb_out =~ /latency average = ([\d.]+ ms)/;
+note "the writers' updates: " . ($acked // 0) . ' in 20 s, latency average ' . ($latency // '?');
 ok(defined $acked && $acked > 0, "the writers' updates were acknowledged (" . ($acked // 'none') . ')')
   or diag "pgbench: $pgb_out\n$pgb_err";
 is($failed_tx // 0, 0, 'no writer transaction failed');
