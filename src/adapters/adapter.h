@@ -343,10 +343,11 @@ typedef struct CdConnInfo
  *			 would, in the order given (the keys sorted, so that two batches
  *			 never wait for each other), and returns a row with each key
  *			 whose lock it could not take without waiting (PostgreSQL tries
- *			 each lock; the others wait, and return nothing).  With
+ *			 each lock; SQLite's write lock waits, and returns nothing).  With
  *			 guard_keys_array its one parameter $1 is a text array literal
  *			 of the keys; otherwise "%s" stands for one lock_keys_item per
- *			 key (a format with %d, the key's parameter number).
+ *			 key (a format with %d, the key's parameter number).  NULL: keys
+ *			 leave a shard of the dialect one by one (MySQL, see mysql.c).
  * lock_table_sql: (optional) a statement a mover runs in its source
  *			 transaction right after lock_key_sql, before it reads any row:
  *			 it conflicts with the lock a guard escalates to once a shard

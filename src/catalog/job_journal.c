@@ -462,6 +462,21 @@ JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys)
 }
 
 /*
+ * JournalUnclaimJobKey gives a claimed key that was never started back to
+ * its job's pending keys (a batch's key when the job is cancelled).
+ */
+void
+JournalUnclaimJobKey(int64 job_id, const char *stored)
+{
+	Oid			types[2] = {INT8OID, TEXTOID};
+	Datum		values[2] = {Int64GetDatum(job_id), CStringGetTextDatum(stored)};
+
+	(void) CatalogExec("UPDATE collegedb.job_key SET state = 'pending' "
+					   "WHERE job_id = $1 AND key = $2 AND state = 'moving'",
+					   2, types, values, NULL, false, NULL);
+}
+
+/*
  * JournalSettleJobKey records how a job's key (its stored form) ended:
  * moved, or failed with 'error' (NULL: the error of move 'move_id'), also
  * when that was decided after the job had recorded an earlier try; a key

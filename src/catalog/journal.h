@@ -119,6 +119,7 @@ extern void JournalRebalanceResult(int64 job_id, CdCatalogRows *rows);
 extern int64 JournalPlanJobKeys(int64 job_id, List *keys);
 extern bool JournalClaimJobKey(int64 job_id, CdJobKeyRow *k);
 extern int	JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys);
+extern void JournalUnclaimJobKey(int64 job_id, const char *stored);
 extern void JournalSettleJobKey(int64 job_id, const char *stored, bool moved,
 								const char *error, int64 move_id);
 

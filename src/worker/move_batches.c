@@ -14,6 +14,8 @@
  * finishes any key a batch did not, from the step its row is at.
  *
  *	  journaled    the batch's rows, inserted in one statement
+ * Keys leave a MySQL shard one by one (its adapter has no lock_keys_sql).
+ *
  *	  copied       validated: each key still on the source (others are
  *	               left out); the target's stale rows of the keys removed
  *	  source_done  in one source transaction: the keys' locks taken in
@@ -72,6 +74,7 @@ typedef struct Batch
 	int64	   *generations;
 	bool	   *in;				/* still in the batch */
 	bool	   *done;
+	bool	   *started;		/* journaled by the batch */
 } Batch;
 
 /* the batch's keys still in it, as arrays, in the caller's memory */
@@ -136,17 +139,23 @@ step_journal(Batch *b)
 	const CdShard *source = ShardLookup(b->source);
 	const CdShard *target = ShardLookup(b->target);
 	BatchView	v;
+	/* a dialect that cannot lock a batch's keys lets them go one by one */
+	bool		batches = AdapterForDialect(source->dialect)->lock_keys_sql != NULL;
 
 	for (int i = 0; i < b->n; i++)
-		b->in[i] = TombstoneKeyFits(source, b->keys[i], strlen(b->keys[i])) &&
+		b->in[i] = batches &&
+			TombstoneKeyFits(source, b->keys[i], strlen(b->keys[i])) &&
 			TombstoneKeyFits(target, b->keys[i], strlen(b->keys[i]));
 	view_of(b, &v);
+	if (v.n == 0)
+		return;
 	JournalStartMoves(b->job_id, v.n, v.stored, v.keys, b->source, b->target, v.ids);
 	for (int i = 0; i < v.n; i++)
 	{
 		b->ids[v.at[i]] = v.ids[i];
 		b->generations[v.at[i]] = 1;
 		b->in[v.at[i]] = v.ids[i] > 0;
+		b->started[v.at[i]] = v.ids[i] > 0;
 	}
 }
 
@@ -216,7 +225,7 @@ step_source(Batch *b)
 		TombstoneDropKeys(target, v.n, v.keys, false);
 	leave_out(b, &v, TombstoneLockKeys(source, v.n, v.keys), false);
 	view_of(b, &locked);
-	MovePauseForTests(CollegeTestPauseInStep, v.ids[0], "source_lock", "inside batch step");
+	MovePauseForTests(CollegeTestPauseInStep, v.ids[0], "source_lock", "inside step");
 
 	/* a key whose move committed this step already goes on alone */
 	moved = TombstoneFindKeys(source, locked.n, locked.keys);
@@ -240,7 +249,7 @@ step_source(Batch *b)
 
 	/* the target commits first, as in a one-key move (see moves.c) */
 	RemoteCommitNow(target);
-	MovePauseForTests(CollegeTestPauseInStep, v.ids[0], "source", "inside batch step");
+	MovePauseForTests(CollegeTestPauseInStep, v.ids[0], "source", "inside step");
 
 	/* the placeholders of keys left out, the stale tombstones of the rest */
 	if (locked.n > v.n)
@@ -352,7 +361,7 @@ run_step(Batch *b, void (*step) (Batch *), const char *name)
 	MemoryContextDelete(context);
 	pfree(in_before);
 	if (ok)
-		MovePauseForTests(CollegeTestPauseAfterStep, b->ids[0], name, "after batch step");
+		MovePauseForTests(CollegeTestPauseAfterStep, b->ids[0], name, "after step");
 	return ok;
 }
 
@@ -360,11 +369,12 @@ run_step(Batch *b, void (*step) (Batch *), const char *name)
  * MoveBatch moves a job's claimed keys (sorted byte-wise, all from
  * 'source' to 'target') as one batch, outside a transaction; done[i]
  * says whether key i moved.  A key not done is for the caller to move
- * alone (its move row, if the batch journaled one, is held by this
- * process at the step it reached).
+ * alone: when started[i], the batch journaled its move, held by this
+ * process at the step it reached, and it must be finished even if the
+ * job is cancelled.
  */
 void
-MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done)
+MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done, bool *started)
 {
 	Batch		b;
 
@@ -378,11 +388,13 @@ MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done)
 	b.generations = palloc0(sizeof(int64) * n);
 	b.in = palloc0(sizeof(bool) * n);
 	b.done = done;
+	b.started = started;
 	for (int i = 0; i < n; i++)
 	{
 		b.keys[i] = keys[i].key;
 		b.stored[i] = keys[i].stored;
 		done[i] = false;
+		started[i] = false;
 	}
 	if (strcmp(b.source, b.target) == 0)
 		return;

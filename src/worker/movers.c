@@ -148,6 +148,7 @@ claim_and_move(int64 job_id)
 		int			max = CollegeMoveBatchKeys;
 		CdJobKeyRow *keys;
 		bool	   *done;
+		bool	   *started;
 		int			n;
 		MemoryContext old;
 
@@ -158,6 +159,7 @@ claim_and_move(int64 job_id)
 											ALLOCSET_DEFAULT_SIZES);
 		keys = palloc(sizeof(CdJobKeyRow) * max);
 		done = palloc0(sizeof(bool) * max);
+		started = palloc0(sizeof(bool) * max);
 		WorkerBegin();
 		old = MemoryContextSwitchTo(context);
 		if (!JournalJobGoesOn(job_id))
@@ -172,27 +174,23 @@ claim_and_move(int64 job_id)
 			break;
 
 		if (n > 1)
-			MoveBatch(job_id, n, keys, done);
+			MoveBatch(job_id, n, keys, done, started);
 		for (int i = 0; i < n; i++)
 		{
 			if (done[i])
 				continue;
-			/* a cancel is noticed between keys */
-			if (i > 0)
+			/* a cancel is noticed between keys; a started move is finished */
+			if (i > 0 && !started[i])
 			{
 				bool		goes_on;
 
 				WorkerBegin();
 				goes_on = JournalJobGoesOn(job_id);
+				if (!goes_on)
+					JournalUnclaimJobKey(job_id, keys[i].stored);
 				WorkerCommit();
 				if (!goes_on)
-				{
-					WorkerBegin();
-					JournalSettleJobKey(job_id, keys[i].stored, false,
-										"the job was cancelled before the key moved", 0);
-					WorkerCommit();
 					continue;
-				}
 			}
 			MemoryContextSwitchTo(key_context);
 			move_alone(job_id, &keys[i], key_context);
