@@ -33,6 +33,8 @@ my $front = front_node(
 		restart_after_crash           => 'on',
 		log_statement                 => 'none',
 		'collegedb.recovery_interval' => '500ms',
+		# COLLEGEDB_093_BATCH=1: the same run with one-key moves, for comparison
+		'collegedb.move_batch_keys' => $ENV{COLLEGEDB_093_BATCH} // 1000,
 	});
 my $pg = pg_shard_node('shards', conf => { max_connections => 120, log_statement => 'none' });
 $pg->safe_psql('postgres', "CREATE DATABASE $_") for qw(p1 p2 p3);
@@ -196,6 +198,10 @@ cmp_ok($copies, '>', 1, "the paused batch holds $copies moves at step copied");
 set_conf('collegedb.test_pause_in_step', undef);
 kill 'KILL', $paused if $paused > 0;
 # the postmaster restarts everything; the job is run again
+ok(wait_for_log_match($front, qr/all server processes terminated; reinitializing/, $log_offset, 60),
+	'the postmaster restarts every process');
+$front->poll_query_until('postgres', 'SELECT true')
+  or die 'the front did not accept connections after the crash';
 ok(poll_until($front, 'SELECT 1', '1', 120), 'the front is back after the SIGKILL');
 is(sql(qq{SELECT state FROM collegedb.wait_for_job($kjob, '600 s')}, 700), 'done',
 	'the killed job runs again, to done');
