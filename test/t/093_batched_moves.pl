@@ -7,7 +7,8 @@
 #     shard is added and the table rebalanced at concurrency 4 while two pgbench
 #     clients update random keys.  Afterwards every row is read exactly once, on the
 #     shard its mapping names, which is its owner, and every acknowledged update is
-#     there.  The rate is noted.
+#     there.  The rate is noted (keys leave the MariaDB shard one by one: its
+#     adapter has no batch lock, see mysql.c).
 # (b) A second table's keys move into the MariaDB and SQLite shards (and among the
 #     PostgreSQL ones) in batches; the mover is killed with SIGKILL (the front
 #     restarts) inside a batch's source step, after the target committed its copy:
