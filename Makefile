@@ -108,6 +108,7 @@ OBJS = \
 	src/worker/jobs.o \
 	src/worker/launcher.o \
 	src/worker/move_shards.o \
+	src/worker/move_batches.o \
 	src/worker/movers.o \
 	src/worker/moves.o \
 	src/worker/outbox.o \

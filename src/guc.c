@@ -35,6 +35,7 @@ int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
 int			CollegeJobMaxDeaths = 3;
 int			CollegeMoveMaxAttempts = 8;
+int			CollegeMoveBatchKeys = 1000;
 bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
 int			CollegeSharedMappingCacheSize = 65536;
@@ -215,6 +216,15 @@ GucInit(void)
 							"Retries wait 1 s, 2 s, 4 s, ... (at most 5 minutes); a move past source_done is retried until it finishes.",
 							&CollegeMoveMaxAttempts,
 							8, 1, 1000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.move_batch_keys",
+							"Sets how many keys with the same source and target a mover of a job moves at once.",
+							"Each batch goes through the journaled move protocol together: one copy, tombstone write, delete and mapping update per table; 1 moves keys one by one.",
+							&CollegeMoveBatchKeys,
+							1000, 1, CD_MOVE_BATCH_KEYS_MAX,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

@@ -360,6 +360,16 @@ typedef struct CdConnInfo
  *			 1 for NOT NULL (0 otherwise), and the table's schema_name option
  *			 (NULL where the shard's connection reaches it unqualified: a
  *			 MySQL shard's own database, which differs between shards).
+ * lock_keys_sql: the locks of a batch of keys (a batched move, in its
+ *			 source transaction): takes each key's lock as lock_key_sql
+ *			 would, in the order given (the keys sorted, so that two batches
+ *			 never wait for each other), and returns a row with each key
+ *			 whose lock it could not take without waiting (PostgreSQL tries
+ *			 each lock; SQLite's write lock waits, and returns nothing).  With
+ *			 guard_keys_array its one parameter $1 is a text array literal
+ *			 of the keys; otherwise "%s" stands for one lock_keys_item per
+ *			 key (a format with %d, the key's parameter number).  NULL: keys
+ *			 leave a shard of the dialect one by one (MySQL, see mysql.c).
  * lock_table_sql: (optional) a statement a mover runs in its source
  *			 transaction right after lock_key_sql, before it reads any row:
  *			 it conflicts with the lock a guard escalates to once a shard
@@ -409,6 +419,11 @@ typedef struct CdConnInfo
  *			 $%2$d byte for byte, whatever the column's collation, in a form
  *			 that can still use an index on the column.  Every statement a
  *			 move sends uses it.
+ * key_in_match: (optional) key_match of a list of keys: column %1$s
+ *			 (quoted) with any of %2$s ("$i, $j, ..."), byte for byte, where
+ *			 a disjunction of key_match would be too deep an expression
+ *			 (SQLite's expression depth limit).  NULL: key_match per key,
+ *			 joined by OR (or key_list_sql where the dialect has it).
  * topology_ddl: NULL-terminated statements creating the shard-side tables
  *			 of topology groups, collegedb_topology(group_name, version,
  *			 snapshot) and collegedb_topology_state(group_name, channel,
@@ -637,6 +652,8 @@ typedef struct CdAdapter
 	bool		truncate_options;
 	const char *insert_do_nothing;
 	const char *import_sql;
+	const char *lock_keys_sql;
+	const char *lock_keys_item;
 	const char *copy_lock_clause;
 	const char *row_identity;
 	bool		row_identity_int;
@@ -645,6 +662,7 @@ typedef struct CdAdapter
 	const char *row_lock_clause;
 	const char *size_sql;
 	const char *key_match;
+	const char *key_in_match;
 	const char *key_list_sql;
 
 	const char *const *topology_ddl;
@@ -691,6 +709,8 @@ extern char *AdapterQuoteIdent(const char *ident, char quote);
 extern char *AdapterQuoteStandardIdent(const char *ident);
 extern char *AdapterConninfoHostPort(const char *conninfo);
 extern char *AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n);
+extern char *AdapterKeysMatch(const CdAdapter *adapter, const char *column, int first,
+							  int nkeys, bool *as_array);
 extern char *AdapterQualifiedName(const CdAdapter *adapter, const char *schema,
 								  const char *name);
 extern char *AdapterWordList(List *words, const char *conjunction);

@@ -133,6 +133,44 @@ AdapterKeyMatch(const CdAdapter *adapter, const char *column, int n)
 }
 
 /*
+ * AdapterKeysMatch returns the byte-for-byte comparison of column 'column'
+ * (unquoted) with any of 'nkeys' keys, the parameters from $first on:
+ * with the adapter's key_list_sql one parameter, the keys' array literal
+ * (*as_array); otherwise one parameter per key, in the adapter's
+ * key_in_match or each compared by key_match.
+ */
+char *
+AdapterKeysMatch(const CdAdapter *adapter, const char *column, int first, int nkeys,
+				 bool *as_array)
+{
+	StringInfoData buf;
+
+	*as_array = adapter->key_list_sql != NULL;
+	initStringInfo(&buf);
+	if (*as_array)
+	{
+		appendStringInfoString(&buf, adapter->quote_ident(column));
+		appendStringInfo(&buf, adapter->key_list_sql, first);
+		return buf.data;
+	}
+	if (adapter->key_in_match && nkeys > 1)
+	{
+		for (int i = 0; i < nkeys; i++)
+			appendStringInfo(&buf, "%s$%d", i ? ", " : "", first + i);
+		return psprintf(adapter->key_in_match, adapter->quote_ident(column), buf.data);
+	}
+	appendStringInfoChar(&buf, '(');
+	for (int i = 0; i < nkeys; i++)
+	{
+		if (i)
+			appendStringInfoString(&buf, " OR ");
+		appendStringInfoString(&buf, AdapterKeyMatch(adapter, column, first + i));
+	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/*
  * AdapterQualifiedName renders a table name for the adapter's dialect,
  * qualified with 'schema' (may be NULL) where the dialect has schemas.
  */

@@ -589,6 +589,12 @@ const CdAdapter CdMysqlAdapter = {
 	.lock_key_sql = "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to) "
 	"VALUES ('', $1, '') ON DUPLICATE KEY UPDATE moved_to = moved_to",
 	/*
+	 * No lock_keys_sql: a batch's placeholder inserts, key after key, and
+	 * writers' guards (shared next-key locks on those placeholders and gap
+	 * locks between them) deadlock, and InnoDB picks the writer as often as
+	 * the mover; keys leave a MySQL shard one by one.
+	 */
+	/*
 	 * XA PREPARE releases the guard's shared and gap locks; the writer's
 	 * exclusive locks on the rows it changed stay, and a locking read waits
 	 * for them and then reads the committed rows (not the transaction's

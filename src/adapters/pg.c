@@ -820,6 +820,8 @@ const CdAdapter CdPostgresAdapter = {
 	"AND c.relname NOT LIKE 'collegedb\\_%' "
 	"ORDER BY c.relname COLLATE \"C\", a.attnum",
 	.lock_table_sql = "LOCK TABLE collegedb_tombstones IN ROW EXCLUSIVE MODE",
+	.lock_keys_sql = "SELECT k FROM unnest($1::text[]) WITH ORDINALITY AS u(k, o) "
+	"WHERE NOT pg_try_advisory_xact_lock(hashtextextended('collegedb:' || k, 0)) ORDER BY o",
 	.two_phase_sql = &pg_two_phase,
 	.row_identity = "ctid",
 	.row_identity_match = "ctid = CAST(%1$s AS tid) AND CAST(%2$s AS bigint) IS NULL",

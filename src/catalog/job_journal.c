@@ -429,6 +429,54 @@ JournalClaimJobKey(int64 job_id, CdJobKeyRow *k)
 }
 
 /*
+ * JournalClaimJobKeys claims up to 'max' of a job's pending keys at once,
+ * in key order, all with the source and target of the first (FOR UPDATE
+ * SKIP LOCKED: one mover per key), and reads them into keys[]; returns
+ * how many it claimed.
+ */
+int
+JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys)
+{
+	Oid			types[2] = {INT8OID, INT4OID};
+	Datum		values[2] = {Int64GetDatum(job_id), Int32GetDatum(max)};
+	CdCatalogRows rows;
+
+	(void) CatalogExec("WITH first AS (SELECT source, target FROM collegedb.job_key "
+					   "WHERE job_id = $1 AND state = 'pending' ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED), "
+					   "claimed AS (UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) IN "
+					   "(SELECT k.job_id, k.key FROM collegedb.job_key k, first "
+					   " WHERE k.job_id = $1 AND k.state = 'pending' "
+					   " AND k.source = first.source AND k.target = first.target "
+					   " ORDER BY k.key LIMIT $2 FOR UPDATE OF k SKIP LOCKED) "
+					   "RETURNING coalesce(raw_key, key) AS raw, source, target, key) "
+					   "SELECT * FROM claimed ORDER BY raw COLLATE \"C\"",
+					   2, types, values, NULL, false, &rows);
+	for (uint64 i = 0; i < rows.count; i++)
+	{
+		keys[i].key = CatalogText(&rows, i, 1);
+		keys[i].source = CatalogText(&rows, i, 2);
+		keys[i].target = CatalogText(&rows, i, 3);
+		keys[i].stored = CatalogText(&rows, i, 4);
+	}
+	return (int) rows.count;
+}
+
+/*
+ * JournalUnclaimJobKey gives a claimed key that was never started back to
+ * its job's pending keys (a batch's key when the job is cancelled).
+ */
+void
+JournalUnclaimJobKey(int64 job_id, const char *stored)
+{
+	Oid			types[2] = {INT8OID, TEXTOID};
+	Datum		values[2] = {Int64GetDatum(job_id), CStringGetTextDatum(stored)};
+
+	(void) CatalogExec("UPDATE collegedb.job_key SET state = 'pending' "
+					   "WHERE job_id = $1 AND key = $2 AND state = 'moving'",
+					   2, types, values, NULL, false, NULL);
+}
+
+/*
  * JournalSettleJobKey records how a job's key (its stored form) ended:
  * moved, or failed with 'error' (NULL: the error of move 'move_id'), also
  * when that was decided after the job had recorded an earlier try; a key

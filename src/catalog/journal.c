@@ -24,6 +24,7 @@
 
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
@@ -504,4 +505,156 @@ JournalLastMoveOfJob(int64 job_id, int64 *move_id, char **step, int *attempts,
 	*attempts = DatumGetInt32(CatalogValue(&rows, 0, 3, &isnull));
 	*abandoned = DatumGetBool(CatalogValue(&rows, 0, 4, &isnull));
 	return true;
+}
+
+/* Batches of moves (worker/move_batches.c) */
+
+static Datum
+text_array(int n, char *const *texts)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(texts[i]);
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static Datum
+int8_array(int n, const int64 *ids)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * JournalStartMoves journals, in one statement, a move of each of 'n'
+ * keys ('stored' their stored forms, 'keys' as given) from 'source' to
+ * 'target', each held by this process with generation 1: ids[i] is key
+ * i's move, 0 for a key that has an unfinished move already (the caller
+ * moves that one alone, MoveStart deciding what becomes of it).
+ */
+void
+JournalStartMoves(int64 job_id, int n, char *const *stored, char *const *keys,
+				  const char *source, const char *target, int64 *ids)
+{
+	Oid			types[8] = {INT8OID, TEXTARRAYOID, TEXTARRAYOID, TEXTOID, TEXTOID, INT4OID,
+	TIMESTAMPTZOID, INT4OID};
+	Datum		values[8];
+	char		nulls[9] = "        ";
+	CdCatalogRows rows;
+
+	values[0] = Int64GetDatum(job_id);
+	nulls[0] = job_id > 0 ? ' ' : 'n';
+	values[1] = text_array(n, stored);
+	values[2] = text_array(n, keys);
+	values[3] = CStringGetTextDatum(source);
+	values[4] = CStringGetTextDatum(target);
+	values[5] = Int32GetDatum(MyProcPid);
+	values[6] = TimestampTzGetDatum(MyStartTimestamp);
+	values[7] = Int32GetDatum(CollegeMoveLease);
+	if (CatalogExec("WITH ins AS (INSERT INTO collegedb.move (job_id, key, raw_key, source, target, "
+					"generation, lease_pid, lease_backend_start, lease_until) "
+					"SELECT $1, k, r, $4, $5, 1, $6, $7, now() + $8 * interval '1 second' "
+					"FROM unnest($2::text[], $3::text[]) AS u(k, r) "
+					"ON CONFLICT (key) WHERE step NOT IN ('done', 'failed') DO NOTHING "
+					"RETURNING id, key) "
+					"SELECT coalesce(ins.id, 0) FROM unnest($2::text[]) WITH ORDINALITY AS u(k, o) "
+					"LEFT JOIN ins ON ins.key = u.k ORDER BY u.o",
+					8, types, values, nulls, false, &rows) != (uint64) n)
+		elog(ERROR, "a batch of %d moves was journaled as " UINT64_FORMAT, n, rows.count);
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt64(CatalogValue(&rows, i, 1, &isnull));
+	}
+}
+
+/*
+ * JournalLockMoves locks the rows of a batch's moves that this attempt
+ * still holds (their generations) at 'step', as JournalLoadMove locks one:
+ * held[i] says whether move ids[i] is one of them.
+ */
+void
+JournalLockMoves(int n, const int64 *ids, const int64 *generations, const char *step,
+				 bool *held)
+{
+	Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TEXTOID};
+	Datum		values[3];
+	CdCatalogRows rows;
+
+	values[0] = int8_array(n, ids);
+	values[1] = int8_array(n, generations);
+	values[2] = CStringGetTextDatum(step);
+	memset(held, 0, sizeof(bool) * n);
+	(void) CatalogExec("SELECT u.o FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS u(id, g, o) "
+					   "JOIN collegedb.move m ON m.id = u.id AND m.generation = u.g AND m.step = $3 "
+					   "ORDER BY m.id FOR UPDATE OF m",
+					   3, types, values, NULL, false, &rows);
+	for (uint64 r = 0; r < rows.count; r++)
+	{
+		bool		isnull;
+		int64		o = DatumGetInt64(CatalogValue(&rows, r, 1, &isnull));
+
+		held[o - 1] = true;
+	}
+}
+
+/*
+ * JournalSetSteps records, in one statement, the step a batch's moves
+ * reached (as JournalSetStep for each), renewing their leases; their rows
+ * must be locked (JournalLockMoves).
+ */
+void
+JournalSetSteps(int n, const int64 *ids, const int64 *generations, const char *step)
+{
+	Oid			types[4] = {INT8ARRAYOID, INT8ARRAYOID, TEXTOID, INT4OID};
+	Datum		values[4];
+
+	values[0] = int8_array(n, ids);
+	values[1] = int8_array(n, generations);
+	values[2] = CStringGetTextDatum(step);
+	values[3] = Int32GetDatum(CollegeMoveLease);
+	if (CatalogExec("UPDATE collegedb.move m SET step = $3, error = NULL, abandoned = false, "
+					"lease_until = now() + $4 * interval '1 second', updated_at = now() "
+					"FROM unnest($1::bigint[], $2::bigint[]) AS u(id, g) "
+					"WHERE m.id = u.id AND m.generation = u.g",
+					4, types, values, NULL, false, NULL) != (uint64) n)
+		elog(ERROR, "moves of a batch changed hands while their rows were locked");
+}
+
+/*
+ * JournalEndMoves ends a batch's moves done, in one statement (as
+ * JournalEndMove for each), and, with a job, settles their keys ('stored'
+ * their stored forms) moved.
+ */
+void
+JournalEndMoves(int64 job_id, int n, const int64 *ids, const int64 *generations,
+				char *const *stored)
+{
+	Oid			types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[2];
+
+	values[0] = int8_array(n, ids);
+	values[1] = int8_array(n, generations);
+	if (CatalogExec("UPDATE collegedb.move m SET step = 'done', error = NULL, raw_key = NULL, "
+					"lease_until = NULL, abandoned = false, updated_at = now() "
+					"FROM unnest($1::bigint[], $2::bigint[]) AS u(id, g) "
+					"WHERE m.id = u.id AND m.generation = u.g",
+					2, types, values, NULL, false, NULL) != (uint64) n)
+		elog(ERROR, "moves of a batch changed hands while their rows were locked");
+	if (job_id > 0)
+	{
+		types[0] = INT8OID;
+		values[0] = Int64GetDatum(job_id);
+		types[1] = TEXTARRAYOID;
+		values[1] = text_array(n, stored);
+		(void) CatalogExec("UPDATE collegedb.job_key SET state = 'moved', error = NULL, raw_key = NULL, "
+						   "settled_at = clock_timestamp() "
+						   "WHERE job_id = $1 AND key = ANY ($2::text[])",
+						   2, types, values, NULL, false, NULL);
+	}
 }

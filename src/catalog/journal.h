@@ -78,6 +78,14 @@ extern void JournalRecordFailure(int64 move_id, int64 generation, const char *me
 extern void JournalRetryLater(int64 move_id, int64 generation, const char *error);
 extern void JournalReleaseMove(int64 move_id, int64 generation);
 extern bool JournalMoveHeld(int64 move_id);
+extern void JournalStartMoves(int64 job_id, int n, char *const *stored, char *const *keys,
+							  const char *source, const char *target, int64 *ids);
+extern void JournalLockMoves(int n, const int64 *ids, const int64 *generations,
+							 const char *step, bool *held);
+extern void JournalSetSteps(int n, const int64 *ids, const int64 *generations,
+							const char *step);
+extern void JournalEndMoves(int64 job_id, int n, const int64 *ids, const int64 *generations,
+							char *const *stored);
 extern bool JournalMoveAbandoned(int64 move_id);
 extern bool JournalLiveMove(const char *stored, int64 *move_id, int *pid);
 extern List *JournalUnfinishedMoves(void);
@@ -110,6 +118,8 @@ extern void JournalRebalanceResult(int64 job_id, CdCatalogRows *rows);
 /* the keys of jobs */
 extern int64 JournalPlanJobKeys(int64 job_id, List *keys);
 extern bool JournalClaimJobKey(int64 job_id, CdJobKeyRow *k);
+extern int	JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys);
+extern void JournalUnclaimJobKey(int64 job_id, const char *stored);
 extern void JournalSettleJobKey(int64 job_id, const char *stored, bool moved,
 								const char *error, int64 move_id);
 

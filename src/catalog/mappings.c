@@ -211,6 +211,37 @@ MappingPoint(const char *stored_key, const char *shard)
 }
 
 /*
+ * MappingPointMany is MappingPoint for 'n' stored keys (a batched move):
+ * each key's record, primary row and lookup keys, points at 'shard', and
+ * a key without a mapping gets one; one statement for each.
+ */
+void
+MappingPointMany(int n, char *const *stored_keys, const char *shard)
+{
+	Datum	   *keys = palloc(sizeof(Datum) * Max(n, 1));
+	Oid			types[2] = {TEXTARRAYOID, TEXTOID};
+	Datum		args[2];
+
+	for (int i = 0; i < n; i++)
+		keys[i] = CStringGetTextDatum(stored_keys[i]);
+	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[1] = CStringGetTextDatum(shard);
+	(void) CatalogExec("WITH r AS (SELECT DISTINCT record FROM collegedb.mapping WHERE key = ANY ($1::text[])) "
+					   "UPDATE collegedb.mapping m SET shard = $2 FROM r "
+					   "WHERE m.key = r.record AND m.record = r.record AND m.shard IS DISTINCT FROM $2",
+					   2, types, args, NULL, false, NULL);
+	(void) CatalogExec("WITH r AS (SELECT DISTINCT record FROM collegedb.mapping WHERE key = ANY ($1::text[])) "
+					   "UPDATE collegedb.mapping m SET shard = $2 FROM r "
+					   "WHERE m.record = r.record AND m.key <> m.record AND m.shard IS DISTINCT FROM $2",
+					   2, types, args, NULL, false, NULL);
+	(void) CatalogExec("INSERT INTO collegedb.mapping (key, record, shard) "
+					   "SELECT k, k, $2 FROM unnest($1::text[]) AS u(k) "
+					   "WHERE NOT EXISTS (SELECT 1 FROM collegedb.mapping m WHERE m.key = u.k) "
+					   "ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
+					   2, types, args, NULL, false, NULL);
+}
+
+/*
  * MappingAnyOnShard says whether any key is mapped to 'shard'.
  */
 bool

@@ -23,6 +23,7 @@ extern void MappingInsert(const char *stored_key, const char *shard, char *owner
 extern void MappingInsertMany(int n, char *const *stored_keys, const char *const *shards,
 							  char *owners);
 extern void MappingPoint(const char *stored_key, const char *shard);
+extern void MappingPointMany(int n, char *const *stored_keys, const char *shard);
 extern bool MappingAnyOnShard(const char *shard);
 extern bool MappingRecordOf(const char *stored_key, char **record, bool *is_lookup);
 extern List *MappingCounts(void);

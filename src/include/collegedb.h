@@ -45,6 +45,10 @@ extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;
 extern int	CollegeJobMaxDeaths;
 extern int	CollegeMoveMaxAttempts;
+/* keys a mover moves at once (worker/move_batches.c); the bound keeps its
+ * statements' parameters under every dialect's limit */
+#define CD_MOVE_BATCH_KEYS_MAX 10000
+extern int	CollegeMoveBatchKeys;
 extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;
 extern int	CollegeSharedMappingCacheSize;

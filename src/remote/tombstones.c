@@ -102,6 +102,19 @@ TombstoneEnsureKeyFits(const CdShard *shard, const char *key, int key_len, bool 
 }
 
 /*
+ * TombstoneKeyFits says whether 'shard''s tombstone table holds the key
+ * (what TombstoneEnsureKeyFits refuses, as a test).
+ */
+bool
+TombstoneKeyFits(const CdShard *shard, const char *key, int key_len)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+
+	return adapter->max_key_length <= 0 ||
+		pg_mbstrlen_with_len(key, key_len) <= adapter->max_key_length;
+}
+
+/*
  * TombstoneExecuteGuarded runs a write for 'key' on 'shard' unless the key
  * has moved away from it (src/README.md, "Tombstones and guarded writes"):
  * together with a check of the key's tombstone, under the key's lock, in
@@ -340,28 +353,155 @@ TombstoneLockKey(const CdShard *shard, const char *key)
 }
 
 /*
+ * TombstoneKeysCondition is the byte-for-byte comparison of 'column'
+ * (unquoted) on 'shard' with any of 'nkeys' keys (AdapterKeysMatch), its
+ * parameters from $first on: stored in 'params' (room for nkeys), their
+ * number in *nparams.  The keys go untyped, so that the shard takes them
+ * as the column's type.
+ */
+char *
+TombstoneKeysCondition(const CdShard *shard, const char *column, int first, int nkeys,
+					   char *const *keys, CdParam *params, int *nparams)
+{
+	bool		as_array;
+	char	   *condition = AdapterKeysMatch(AdapterForDialect(shard->dialect), column,
+											 first, nkeys, &as_array);
+
+	if (as_array)
+	{
+		int		   *lens = palloc(sizeof(int) * Max(nkeys, 1));
+		char	   *array;
+
+		for (int i = 0; i < nkeys; i++)
+			lens[i] = strlen(keys[i]);
+		array = ValuesArrayLiteral(keys, lens, nkeys);
+		params[0] = key_param(array, strlen(array), false);
+		*nparams = 1;
+		return condition;
+	}
+	for (int i = 0; i < nkeys; i++)
+		params[i] = key_param(keys[i], strlen(keys[i]), false);
+	*nparams = nkeys;
+	return condition;
+}
+
+/*
+ * TombstoneLockKeys takes the locks of a batch of keys on 'shard' (a
+ * batched move's source transaction, opening it), sorted byte-wise by the
+ * caller, as TombstoneLockKey takes one key's, then the table lock;
+ * returns the keys whose lock could not be taken without waiting (only
+ * PostgreSQL tries: the other dialects wait), which the batch leaves out.
+ */
+List *
+TombstoneLockKeys(const CdShard *shard, int nkeys, char *const *keys)
+{
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	CaptureRowSink found;
+	CdParam    *params = palloc(sizeof(CdParam) * Max(nkeys, 1));
+	List	   *missed = NIL;
+	char	   *sql;
+	ListCell   *lc;
+
+	if (adapter->guard_keys_array)
+	{
+		int		   *lens = palloc(sizeof(int) * Max(nkeys, 1));
+		char	   *array;
+
+		for (int i = 0; i < nkeys; i++)
+			lens[i] = strlen(keys[i]);
+		array = ValuesArrayLiteral(keys, lens, nkeys);
+		params[0] = key_param(array, strlen(array), true);
+		sql = (char *) adapter->lock_keys_sql;
+		nkeys = 1;
+	}
+	else
+	{
+		StringInfoData list;
+
+		initStringInfo(&list);
+		for (int i = 0; i < nkeys; i++)
+		{
+			if (i)
+				appendStringInfoString(&list, ", ");
+			appendStringInfo(&list, adapter->lock_keys_item, i + 1);
+			params[i] = key_param(keys[i], strlen(keys[i]), true);
+		}
+		sql = psprintf(adapter->lock_keys_sql, list.data);
+	}
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard, sql, nkeys, params, &found.base, true);
+	foreach(lc, found.rows)
+	{
+		CdParam    *row = lfirst(lc);
+
+		if (row[0].kind != CD_VALUE_NULL && row[0].str && found.ncols == 1 &&
+			adapter->guard_keys_array)
+			missed = lappend(missed, pstrdup(row[0].str));
+	}
+	/* the table lock after the keys' locks: see TombstoneLockKey */
+	if (adapter->lock_table_sql)
+		(void) RemoteExecuteInternal(shard, adapter->lock_table_sql, 0, NULL, NULL, true);
+	return missed;
+}
+
+/*
+ * TombstoneFindKeys returns the tombstones of any of 'nkeys' keys on
+ * 'shard', as rows of (shard_key, moved_to), reading inside the shard's
+ * open transaction (after the keys' locks: what their holders committed).
+ * The placeholder a lock may write is no tombstone.
+ */
+List *
+TombstoneFindKeys(const CdShard *shard, int nkeys, char *const *keys)
+{
+	CdParam    *params = palloc(sizeof(CdParam) * Max(nkeys, 1));
+	int			nparams;
+	char	   *condition = TombstoneKeysCondition(shard, "shard_key", 1, nkeys, keys,
+												   params, &nparams);
+	CaptureRowSink found;
+
+	CaptureRowSinkInit(&found);
+	(void) RemoteExecuteInternal(shard,
+								 psprintf("SELECT shard_key, moved_to FROM collegedb_tombstones WHERE %s "
+										  "AND table_name <> '" PLACEHOLDER_TABLE "'", condition),
+								 nparams, params, &found.base, true);
+	return found.rows;
+}
+
+/*
  * TombstoneFind returns where the key's tombstone on 'shard' points,
- * NULL when it has none, reading inside the shard's open transaction
- * (after TombstoneLockKey: what the lock's holder committed).  The
- * placeholder a lock may write is no tombstone.
+ * NULL when it has none (TombstoneFindKeys of the one key).
  */
 char *
 TombstoneFind(const CdShard *shard, const char *key)
 {
-	CdParam		kp = key_param(key, strlen(key), true);
-	CaptureRowSink found;
+	char	   *keys[1] = {(char *) key};
+	List	   *rows = TombstoneFindKeys(shard, 1, keys);
 	CdParam    *row;
 
-	CaptureRowSinkInit(&found);
-	(void) RemoteExecuteInternal(shard,
-								 psprintf("SELECT moved_to FROM collegedb_tombstones WHERE %s "
-										  "AND table_name <> '" PLACEHOLDER_TABLE "' LIMIT 1",
-										  AdapterKeyMatch(AdapterForDialect(shard->dialect), "shard_key", 1)),
-								 1, &kp, &found.base, true);
-	if (found.rows == NIL)
+	if (rows == NIL)
 		return NULL;
-	row = linitial(found.rows);
-	return row[0].kind == CD_VALUE_NULL ? NULL : pstrdup(row[0].str);
+	row = linitial(rows);
+	return row[1].kind == CD_VALUE_NULL ? NULL : pstrdup(row[1].str);
+}
+
+/*
+ * TombstoneDropKeys deletes every tombstone of any of 'nkeys' keys on
+ * 'shard' (and the placeholders of their locks); with 'placeholder_only',
+ * just the placeholders.
+ */
+void
+TombstoneDropKeys(const CdShard *shard, int nkeys, char *const *keys, bool placeholder_only)
+{
+	CdParam    *params = palloc(sizeof(CdParam) * Max(nkeys, 1));
+	int			nparams;
+	char	   *condition = TombstoneKeysCondition(shard, "shard_key", 1, nkeys, keys,
+												   params, &nparams);
+
+	(void) RemoteExecuteInternal(shard,
+								 psprintf("DELETE FROM collegedb_tombstones WHERE %s%s", condition,
+										  placeholder_only ?
+										  " AND table_name = '" PLACEHOLDER_TABLE "'" : ""),
+								 nparams, params, NULL, true);
 }
 
 /*
@@ -371,14 +511,40 @@ TombstoneFind(const CdShard *shard, const char *key)
 void
 TombstoneDrop(const CdShard *shard, const char *key, bool placeholder_only)
 {
-	CdParam		kp = key_param(key, strlen(key), true);
+	char	   *keys[1] = {(char *) key};
 
-	(void) RemoteExecuteInternal(shard,
-								 psprintf("DELETE FROM collegedb_tombstones WHERE %s%s",
-										  AdapterKeyMatch(AdapterForDialect(shard->dialect), "shard_key", 1),
-										  placeholder_only ?
-										  " AND table_name = '" PLACEHOLDER_TABLE "'" : ""),
-								 1, &kp, NULL, true);
+	TombstoneDropKeys(shard, 1, keys, placeholder_only);
+}
+
+/*
+ * TombstoneWriteKeys records on 'shard', in one statement, that the rows
+ * of 'table' of each of 'nkeys' keys moved to 'moved_to', key i by move
+ * move_ids[i].
+ */
+void
+TombstoneWriteKeys(const CdShard *shard, const CdTable *table, int nkeys, char *const *keys,
+				   const char *moved_to, const int64 *move_ids)
+{
+	CdParam    *tp = palloc0(sizeof(CdParam) * (2 + 2 * nkeys));
+	StringInfoData sql;
+
+	tp[0] = key_param(table->name, strlen(table->name), true);
+	tp[1] = key_param(moved_to, strlen(moved_to), true);
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to, move_id) VALUES ");
+	for (int i = 0; i < nkeys; i++)
+	{
+		CdParam    *id = &tp[3 + 2 * i];
+
+		tp[2 + 2 * i] = key_param(keys[i], strlen(keys[i]), true);
+		id->kind = CD_VALUE_INT;
+		id->typid = INT8OID;
+		id->ival = move_ids[i];
+		id->str = psprintf(INT64_FORMAT, move_ids[i]);
+		id->len = strlen(id->str);
+		appendStringInfo(&sql, "%s($1, $%d, $2, $%d)", i ? ", " : "", 3 + 2 * i, 4 + 2 * i);
+	}
+	(void) RemoteExecuteInternal(shard, sql.data, 2 + 2 * nkeys, tp, NULL, true);
 }
 
 /*
@@ -389,18 +555,7 @@ void
 TombstoneWrite(const CdShard *shard, const CdTable *table, const char *key,
 			   const char *moved_to, int64 move_id)
 {
-	CdParam		tp[4];
+	char	   *keys[1] = {(char *) key};
 
-	tp[0] = key_param(table->name, strlen(table->name), true);
-	tp[1] = key_param(key, strlen(key), true);
-	tp[2] = key_param(moved_to, strlen(moved_to), true);
-	memset(&tp[3], 0, sizeof(CdParam));
-	tp[3].kind = CD_VALUE_INT;
-	tp[3].typid = INT8OID;
-	tp[3].ival = move_id;
-	tp[3].str = psprintf(INT64_FORMAT, move_id);
-	tp[3].len = strlen(tp[3].str);
-	(void) RemoteExecuteInternal(shard,
-								 "INSERT INTO collegedb_tombstones (table_name, shard_key, moved_to, move_id) "
-								 "VALUES ($1, $2, $3, $4)", 4, tp, NULL, true);
+	TombstoneWriteKeys(shard, table, 1, keys, moved_to, &move_id);
 }

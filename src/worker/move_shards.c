@@ -5,10 +5,12 @@
  *	  batches and deleted.  The key's lock and its tombstones are the
  *	  tombstone protocol's (remote/tombstones.c).
  *
- * Every statement compares the key byte for byte, whatever the column's
- * collation (the adapter's key_match: MySQL's case-insensitive and PAD
- * SPACE collations would otherwise match 'K' and 'k ' to 'k'), and sends
- * the key as an untyped parameter, so that key columns of any type work.
+ * Every statement compares the keys byte for byte, whatever the column's
+ * collation (TombstoneKeysCondition, the adapter's key_match: MySQL's
+ * case-insensitive and PAD SPACE collations would otherwise match 'K' and
+ * 'k ' to 'k'), and sends the keys as untyped parameters, so that key
+ * columns of any type work.  A batched move sends the keys of its batch
+ * in each statement; a one-key move, a batch of one.
  * Statements run inside the shard's open remote transaction (they are all
  * sent as writes), through RemoteExecuteInternal: they are collegedb's
  * own.
@@ -32,6 +34,7 @@
 
 #include "catalog/tables.h"
 #include "remote/remote.h"
+#include "remote/tombstones.h"
 #include "router/router.h"
 #include "worker/move_shards.h"
 
@@ -42,28 +45,23 @@
 #define MOVE_BATCH_PARAMS 999	/* SQLite's historic default limit */
 #define MOVE_BATCH_BYTES (1024 * 1024)
 
-/* the key as an untyped parameter: the shard takes it as the column's type */
-static CdParam
-key_param(const char *key)
-{
-	CdParam		p;
-
-	memset(&p, 0, sizeof(p));
-	p.kind = CD_VALUE_TEXT;
-	p.typid = InvalidOid;
-	p.str = key;
-	p.len = strlen(key);
-	return p;
-}
-
 /*
- * key_condition is the byte-for-byte comparison of 'column' (unquoted)
- * with parameter $n on 'shard'.
+ * MoveDeleteKeysRows deletes the rows of 'table' of any of 'nkeys' keys on
+ * 'shard', in one statement, and returns how many there were.
  */
-static char *
-key_condition(const CdShard *shard, const char *column, int n)
+int64
+MoveDeleteKeysRows(const CdShard *shard, const CdTable *table, int nkeys, char *const *keys)
 {
-	return AdapterKeyMatch(AdapterForDialect(shard->dialect), column, n);
+	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
+	CdParam    *params = palloc(sizeof(CdParam) * Max(nkeys, 1));
+	int			nparams;
+	char	   *condition = TombstoneKeysCondition(shard, table->key_column, 1, nkeys, keys,
+												   params, &nparams);
+
+	return RemoteExecuteInternal(shard,
+								 psprintf("DELETE FROM %s WHERE %s",
+										  adapter->quote_ident(table->name), condition),
+								 nparams, params, NULL, true);
 }
 
 /*
@@ -73,14 +71,9 @@ key_condition(const CdShard *shard, const char *column, int n)
 int64
 MoveDeleteKeyRows(const CdShard *shard, const CdTable *table, const char *key)
 {
-	const CdAdapter *adapter = AdapterForDialect(shard->dialect);
-	CdParam		kp = key_param(key);
+	char	   *keys[1] = {(char *) key};
 
-	return RemoteExecuteInternal(shard,
-								 psprintf("DELETE FROM %s WHERE %s",
-										  adapter->quote_ident(table->name),
-										  key_condition(shard, table->key_column, 1)),
-								 1, &kp, NULL, true);
+	return MoveDeleteKeysRows(shard, table, 1, keys);
 }
 
 /*
@@ -187,19 +180,23 @@ batch_row(CdRowSink *self, int ncols, const CdCell *cells)
 }
 
 /*
- * MoveCopyKeyRows streams the key's rows of 'table' from the source into
- * the target, in both shards' open transactions, and returns how many it
- * copied.  The target must hold none of the key's rows already.  The read
- * takes the source dialect's copy_lock_clause: it waits for a writer whose
- * transaction is prepared (the key's lock alone may not hold it off, see
- * adapter.h) and copies what that writer committed.
+ * MoveCopyKeysRows streams the rows of 'table' of any of 'nkeys' keys from
+ * the source into the target (one read on the source, multi-row INSERTs
+ * on the target), in both shards' open transactions, and returns how many
+ * it copied.  The target must hold none of the keys' rows already.  The
+ * read takes the source dialect's copy_lock_clause: it waits for a writer
+ * whose transaction is prepared (the key's lock alone may not hold it off,
+ * see adapter.h) and copies what that writer committed.
  */
 int64
-MoveCopyKeyRows(const CdShard *source, const CdShard *target, const CdTable *table,
-				const char *key)
+MoveCopyKeysRows(const CdShard *source, const CdShard *target, const CdTable *table,
+				 int nkeys, char *const *keys)
 {
 	const CdAdapter *adapter = AdapterForDialect(source->dialect);
-	CdParam		kp = key_param(key);
+	CdParam    *params = palloc(sizeof(CdParam) * Max(nkeys, 1));
+	int			nparams;
+	char	   *condition = TombstoneKeysCondition(source, table->key_column, 1, nkeys, keys,
+												   params, &nparams);
 	BatchSink	sink;
 	int64		copied;
 
@@ -214,12 +211,24 @@ MoveCopyKeyRows(const CdShard *source, const CdShard *target, const CdTable *tab
 											   ALLOCSET_DEFAULT_SIZES);
 	(void) RemoteExecuteInternal(source,
 								 psprintf("SELECT * FROM %s WHERE %s%s",
-										  adapter->quote_ident(table->name),
-										  key_condition(source, table->key_column, 1),
+										  adapter->quote_ident(table->name), condition,
 										  adapter->copy_lock_clause ? adapter->copy_lock_clause : ""),
-								 1, &kp, &sink.base, true);
+								 nparams, params, &sink.base, true);
 	batch_flush(&sink);
 	copied = sink.copied;
 	MemoryContextDelete(sink.context);
 	return copied;
+}
+
+/*
+ * MoveCopyKeyRows streams the key's rows of 'table' from the source into
+ * the target (MoveCopyKeysRows of the one key).
+ */
+int64
+MoveCopyKeyRows(const CdShard *source, const CdShard *target, const CdTable *table,
+				const char *key)
+{
+	char	   *keys[1] = {(char *) key};
+
+	return MoveCopyKeysRows(source, target, table, 1, keys);
 }

@@ -18,5 +18,9 @@ extern int64 MoveDeleteKeyRows(const CdShard *shard, const CdTable *table,
 							   const char *key);
 extern int64 MoveCopyKeyRows(const CdShard *source, const CdShard *target,
 							 const CdTable *table, const char *key);
+extern int64 MoveDeleteKeysRows(const CdShard *shard, const CdTable *table, int nkeys,
+								char *const *keys);
+extern int64 MoveCopyKeysRows(const CdShard *source, const CdShard *target,
+							  const CdTable *table, int nkeys, char *const *keys);
 
 #endif							/* COLLEGEDB_WORKER_MOVE_SHARDS_H */

@@ -24,8 +24,10 @@
 
 #include "catalog/journal.h"
 #include "cd_errcodes.h"
+#include "collegedb.h"
 #include "remote/remote.h"
 #include "router/router.h"
+#include "worker/move_batches.h"
 #include "worker/movers.h"
 #include "worker/moves.h"
 #include "worker/unit.h"
@@ -99,8 +101,35 @@ move_one(int64 job_id, const char *key, const char *source, const char *target)
 }
 
 /*
- * claim_and_move claims the job's pending keys one at a time and moves
- * them, recording each outcome, until none is left or the job is
+ * move_alone moves one claimed key with the one-key protocol and records
+ * how it ended.
+ */
+static void
+move_alone(int64 job_id, const CdJobKeyRow *k, MemoryContext context)
+{
+	PG_TRY();
+	{
+		move_one(job_id, k->key, k->source, k->target);
+		WorkerBegin();
+		JournalSettleJobKey(job_id, k->stored, true, NULL, 0);
+		WorkerCommit();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = WorkerCatchError(context);
+
+		WorkerBegin();
+		JournalSettleJobKey(job_id, k->stored, false, RemoteErrorText(edata), 0);
+		WorkerCommit();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * claim_and_move claims the job's pending keys, up to
+ * collegedb.move_batch_keys at a time with the same source and target,
+ * and moves them, as a batch (move_batches.c) and alone those the batch
+ * did not move, recording each outcome, until none is left or the job is
  * cancelled.
  */
 static void
@@ -110,40 +139,64 @@ claim_and_move(int64 job_id)
 	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
 												  "collegedb mover",
 												  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext key_context = AllocSetContextCreate(context,
+													  "collegedb mover key",
+													  ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
-		CdJobKeyRow k;
-		bool		claimed;
+		int			max = CollegeMoveBatchKeys;
+		CdJobKeyRow *keys;
+		bool	   *done;
+		bool	   *started;
+		int			n;
 		MemoryContext old;
 
-		/* each key's work, its errors included, lives until the next key */
+		/* each batch's work, its errors included, lives until the next */
 		MemoryContextSwitchTo(context);
 		MemoryContextReset(context);
+		key_context = AllocSetContextCreate(context, "collegedb mover key",
+											ALLOCSET_DEFAULT_SIZES);
+		keys = palloc(sizeof(CdJobKeyRow) * max);
+		done = palloc0(sizeof(bool) * max);
+		started = palloc0(sizeof(bool) * max);
 		WorkerBegin();
 		old = MemoryContextSwitchTo(context);
-		claimed = JournalJobGoesOn(job_id) && JournalClaimJobKey(job_id, &k);
+		if (!JournalJobGoesOn(job_id))
+			n = 0;
+		else if (max > 1)
+			n = JournalClaimJobKeys(job_id, max, keys);
+		else
+			n = JournalClaimJobKey(job_id, &keys[0]) ? 1 : 0;
 		MemoryContextSwitchTo(old);
 		WorkerCommit();
-		if (!claimed)
+		if (n == 0)
 			break;
 
-		PG_TRY();
+		if (n > 1)
+			MoveBatch(job_id, n, keys, done, started);
+		for (int i = 0; i < n; i++)
 		{
-			move_one(job_id, k.key, k.source, k.target);
-			WorkerBegin();
-			JournalSettleJobKey(job_id, k.stored, true, NULL, 0);
-			WorkerCommit();
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = WorkerCatchError(context);
+			if (done[i])
+				continue;
+			/* a cancel is noticed between keys; a started move is finished */
+			if (i > 0 && !started[i])
+			{
+				bool		goes_on;
 
-			WorkerBegin();
-			JournalSettleJobKey(job_id, k.stored, false, RemoteErrorText(edata), 0);
-			WorkerCommit();
+				WorkerBegin();
+				goes_on = JournalJobGoesOn(job_id);
+				if (!goes_on)
+					JournalUnclaimJobKey(job_id, keys[i].stored);
+				WorkerCommit();
+				if (!goes_on)
+					continue;
+			}
+			MemoryContextSwitchTo(key_context);
+			move_alone(job_id, &keys[i], key_context);
+			MemoryContextSwitchTo(context);
+			MemoryContextReset(key_context);
 		}
-		PG_END_TRY();
 	}
 	/* a unit's end may have left the mover context current */
 	MemoryContextSwitchTo(caller);

@@ -121,11 +121,11 @@ row_counts(List *tables, const int64 *rows)
 }
 
 /*
- * pause_for_tests stops a mover, when the test-only setting 'setting'
+ * MovePauseForTests stops a mover, when the test-only setting 'setting'
  * names 'where', until the worker is killed.
  */
-static void
-pause_for_tests(const char *setting, int64 move_id, const char *where, const char *what)
+void
+MovePauseForTests(const char *setting, int64 move_id, const char *where, const char *what)
 {
 	if (setting == NULL || strcmp(setting, where) != 0)
 		return;
@@ -201,7 +201,7 @@ step_source(CdMoveRow *m)
 	if (strcmp(m->target->name, m->source->name) < 0)
 		TombstoneDrop(m->target, m->raw_key, false);
 	TombstoneLockKey(m->source, m->raw_key);
-	pause_for_tests(CollegeTestPauseInStep, m->id, "source_lock", "inside step");
+	MovePauseForTests(CollegeTestPauseInStep, m->id, "source_lock", "inside step");
 
 	moved_to = TombstoneFind(m->source, m->raw_key);
 	if (moved_to != NULL)
@@ -239,7 +239,7 @@ step_source(CdMoveRow *m)
 	 * the key's statements to the source meanwhile (RouterResolve).
 	 */
 	RemoteCommitNow(m->target);
-	pause_for_tests(CollegeTestPauseInStep, m->id, "source", "inside step");
+	MovePauseForTests(CollegeTestPauseInStep, m->id, "source", "inside step");
 
 	TombstoneDrop(m->source, m->raw_key, false);
 	i = 0;
@@ -387,7 +387,7 @@ move_steps(int64 move_id, int64 generation, char **failure)
 		}
 		WorkerCommit();
 		pgstat_report_activity(STATE_IDLE, NULL);
-		pause_for_tests(CollegeTestPauseAfterStep, move_id, done_step, "after step");
+		MovePauseForTests(CollegeTestPauseAfterStep, move_id, done_step, "after step");
 		MemoryContextReset(context);
 	}
 	MemoryContextSwitchTo(old);

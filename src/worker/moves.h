@@ -17,5 +17,7 @@ extern int64 MoveStart(int64 job_id, const char *key, const char *source,
 extern void MoveWaitWhileHeld(int64 move_id);
 extern void MoveRun(int64 move_id, int64 generation);
 extern void MoveCleanUp(int64 move_id, int64 generation);
+extern void MovePauseForTests(const char *setting, int64 move_id, const char *where,
+							  const char *what);
 
 #endif							/* COLLEGEDB_WORKER_MOVES_H */

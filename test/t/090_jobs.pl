@@ -27,6 +27,8 @@ my $front = front_node(
 		max_connections      => 40,
 		max_worker_processes => 20,
 		log_statement        => 'none',
+		# batches of a few keys: the cancels below find the rebalances under way
+		'collegedb.move_batch_keys' => 4,
 	});
 $front->safe_psql('postgres', 'CREATE DATABASE app');
 $front->safe_psql('app', 'CREATE EXTENSION collegedb');

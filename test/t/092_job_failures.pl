@@ -162,7 +162,7 @@ sub set_conf
 sub paused_worker
 {
 	my ($id) = @_;
-	my $q = qq{SELECT j.lease_pid FROM collegedb.job j JOIN collegedb.move m ON m.job_id = j.id
+	my $q = qq{SELECT DISTINCT j.lease_pid FROM collegedb.job j JOIN collegedb.move m ON m.job_id = j.id
 		WHERE j.id = $id AND j.state = 'running' AND m.step = 'copied' AND m.lease_pid = j.lease_pid
 		  AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = j.lease_pid)};
 	return undef unless poll_until($front, "SELECT count(*) > 0 FROM ($q) AS w", 't', 120);
@@ -185,6 +185,8 @@ sub kill_times
 	return;
 }
 
+# batches of two keys: each death below takes one batch, with its keys at copied
+set_conf('collegedb.move_batch_keys', '2');
 set_conf('collegedb.test_pause_after_step', 'copied');
 my $cjob = sql(q{SELECT collegedb.schedule_rebalance('crash', concurrency => 1)});
 kill_times($cjob, 'SEGV', 3);

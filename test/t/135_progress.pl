@@ -21,6 +21,8 @@ my $front = front_node(
 	conf      => {
 		max_worker_processes => 20,
 		log_statement        => 'none',
+		# batches of a few keys: the jobs run long enough to show their progress
+		'collegedb.move_batch_keys' => 4,
 	});
 my $shard = pg_shard_node('shards', conf => { log_statement => 'none' });
 $shard->safe_psql('postgres', "CREATE DATABASE $_") for qw(s1 s2);
