@@ -385,7 +385,14 @@ RecoveryRun(bool act)
 			out = in_doubt(out, p->shard, p->gid, commit ? "committed" : "rolled back", NULL);
 		}
 		else
+		{
+			/* a failure stays prepared and is tried again at the next pass */
+			if (!unknown)
+				ereport(LOG,
+						(errmsg("collegedb: could not %s prepared transaction %s on shard \"%s\": %s",
+								commit ? "commit" : "roll back", p->gid, p->shard->name, error)));
 			out = in_doubt(out, p->shard, p->gid, unknown ? "gone" : "failed", error);
+		}
 	}
 
 	if (act && listed_all && markers_complete)

@@ -244,7 +244,19 @@ ok( poll_until(
 ok( poll_until(
 		$front,
 		q{SELECT count(*) FROM collegedb.prepared_transactions}, '0', 120),
-	'the coordinator resolved every prepared transaction');
+	'the coordinator resolved every prepared transaction')
+  or diag(
+	"what is left prepared:\n",
+	$front->safe_psql('postgres', 'SELECT * FROM collegedb.prepared_transactions'),
+	"\nMariaDB's XA RECOVER:\n",
+	$mdb->query('XA RECOVER', database => 'collegedb_bank'),
+	"\nfront sessions:\n",
+	$front->safe_psql('postgres',
+		q{SELECT pid, backend_xid, state, wait_event, left(query, 60) FROM pg_stat_activity
+		   WHERE datname = 'postgres' AND pid <> pg_backend_pid()}),
+	"\nMariaDB sessions:\n",
+	$mdb->query('SELECT id, command, time, state, left(info, 60) FROM information_schema.processlist',
+		database => 'collegedb_bank'));
 is($mdb->query('XA RECOVER', database => 'collegedb_bank'), '', 'nothing is prepared on MariaDB');
 is( $pg->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'),
 	'0', 'nothing is prepared on the PostgreSQL shards');
