@@ -112,6 +112,7 @@ OBJS = \
 	src/worker/movers.o \
 	src/worker/moves.o \
 	src/worker/outbox.o \
+	src/worker/resolver.o \
 	src/worker/slot_moves.o \
 	src/worker/unit.o
 

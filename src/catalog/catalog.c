@@ -305,6 +305,18 @@ CatalogExec(const char *sql, int nargs, const Oid *types, const Datum *values,
 }
 
 /*
+ * CatalogExtensionIsCurrent says whether the extension in this database is
+ * the version this library serves (it serves no other catalog).
+ */
+bool
+CatalogExtensionIsCurrent(void)
+{
+	return CatalogExec("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'collegedb' "
+					   "AND extversion = '" COLLEGEDB_VERSION "'", 0, NULL, NULL, NULL, false,
+					   NULL) > 0;
+}
+
+/*
  * CatalogExecPlan is CatalogExec through a plan prepared once per backend
  * and cached in *plan, for a statement on a path that runs often.
  */

@@ -76,6 +76,7 @@ extern uint64 CatalogExecPlan(SPIPlanPtr *plan, const char *sql, int nargs,
 extern uint64 CatalogExecTexts(SPIPlanPtr *plan, const char *sql, int nargs,
 							   const char *const *texts, bool read_only,
 							   CdCatalogRows *rows);
+extern bool CatalogExtensionIsCurrent(void);
 extern char *CatalogText(const CdCatalogRows *rows, uint64 row, int col);
 extern Datum CatalogValue(const CdCatalogRows *rows, uint64 row, int col, bool *isnull);
 

@@ -21,7 +21,9 @@
  *	- when it starts and every collegedb.recovery_interval, resolves the
  *	  prepared transactions that two-phase commit left on the shards
  *	  (remote/recovery.c), skipping the pass while nothing can have been
- *	  left since one that found nothing.
+ *	  left since one that found nothing; while it runs a move or a job,
+ *	  which may wait for one of them, a resolver worker does that instead
+ *	  (resolver.c).
  * One transaction per unit of work; an error is logged and recorded, and
  * the loop goes on.  SIGHUP reloads the configuration; a coordinator that
  * collegedb.database no longer allows exits.
@@ -44,15 +46,14 @@
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
-#include "catalog/decisions.h"
 #include "catalog/journal.h"
 #include "collegedb.h"
-#include "remote/remote.h"
 #include "worker/coordinator.h"
 #include "worker/jobs.h"
 #include "worker/launcher.h"
 #include "worker/moves.h"
 #include "worker/outbox.h"
+#include "worker/resolver.h"
 #include "worker/unit.h"
 
 typedef struct Pending
@@ -125,8 +126,7 @@ find_work(List **moves, Pending *job)
 		return WORK_NO_EXTENSION;
 	}
 	/* the library serves only its own version of the catalog */
-	if (CatalogExec("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'collegedb' "
-					"AND extversion = '" COLLEGEDB_VERSION "'", 0, NULL, NULL, NULL, false, NULL) == 0)
+	if (!CatalogExtensionIsCurrent())
 	{
 		WorkerCommit();
 		ereport(LOG,
@@ -227,39 +227,6 @@ as_owner(Oid owner, void (*work) (int64), int64 id, const char *what)
 }
 
 /*
- * recover_prepared runs one recovery pass of two-phase commit in its own
- * transaction, logging an error rather than dying of it (a shard that is
- * down is retried at the next pass), and then closes its shard connections:
- * a pass every few seconds does not need them kept, and a shard restarted
- * meanwhile is reached afresh.
- */
-static bool
-recover_prepared(void)
-{
-	MemoryContext context = CurrentMemoryContext;
-	bool		found_nothing = false;
-
-	PG_TRY();
-	{
-		WorkerBegin();
-		found_nothing = RecoveryRun(true) == NIL && DecisionList() == NIL;
-		WorkerCommit();
-		/* no shard connection is held between passes */
-		(void) ConnectionDisconnectAll();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(context);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		found_nothing = false;
-	}
-	PG_END_TRY();
-	return found_nothing;
-}
-
-/*
  * collegedb_coordinator_main is a coordinator's loop; its database comes
  * from the launcher (the main argument, and its slot in bgw_extra).
  */
@@ -269,9 +236,10 @@ collegedb_coordinator_main(Datum arg)
 	Oid			database = DatumGetObjectId(arg);
 	int			slot;
 	MemoryContext loop_context;
-	TimestampTz last_recovery = 0;
-	bool		recovered_all = false;
-	uint64		recovered_begun = 0;
+	BackgroundWorkerHandle *resolver = NULL;
+	TimestampTz resolver_tried = 0;
+	ResolverState recovery;
+	bool		resolver_runs;
 
 	memcpy(&slot, MyBgworkerEntry->bgw_extra, sizeof(slot));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -280,11 +248,9 @@ collegedb_coordinator_main(Datum arg)
 	if (!LauncherClaimSlot(slot, database))
 		proc_exit(0);
 	BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
-	pgstat_report_appname("collegedb coordinator");
-	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
-	/* recovery reads decisions with a snapshot per statement */
-	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	WorkerSettleLoop("collegedb coordinator");
 
+	memset(&recovery, 0, sizeof(recovery));
 	loop_context = AllocSetContextCreate(TopMemoryContext, "collegedb coordinator loop",
 										 ALLOCSET_DEFAULT_SIZES);
 	for (;;)
@@ -313,6 +279,21 @@ collegedb_coordinator_main(Datum arg)
 		}
 		if (found == WORK_NOT_SERVED)
 			proc_exit(0);
+
+		/*
+		 * The prepared transactions two-phase commit left: while a move or
+		 * a job runs here, which may wait for one of them, the resolver's
+		 * (resolver.c), started before that work; otherwise this loop's
+		 * own, below.  A pass runs at once when the loop takes them back.
+		 */
+		if (moves != NIL || job.id > 0)
+			resolver_runs = ResolverEnsure(&resolver, &resolver_tried);
+		else
+		{
+			if (ResolverStop(&resolver))
+				memset(&recovery, 0, sizeof(recovery));
+			resolver_runs = false;
+		}
 		foreach(lc, moves)
 		{
 			Pending    *p = lfirst(lc);
@@ -322,26 +303,8 @@ collegedb_coordinator_main(Datum arg)
 		if (job.id > 0)
 			as_owner(job.owner, JobRun, job.id, "job");
 		next_delivery = OutboxDeliver();
-		/*
-		 * Prepared transactions left by two-phase commit: a pass at start,
-		 * then every recovery_interval unless the last pass found nothing
-		 * and no transaction has begun two-phase commit since its quiet
-		 * reading (each pass opens a connection to every shard).
-		 */
-		if (last_recovery == 0 ||
-			TimestampDifferenceExceeds(last_recovery, GetCurrentTimestamp(),
-									   CollegeRecoveryInterval))
-		{
-			uint64		begun;
-			bool		quiet = ActivityTwoPhaseQuiet(&begun);
-
-			if (!recovered_all || !quiet || begun != recovered_begun)
-			{
-				recovered_all = recover_prepared() && quiet;
-				recovered_begun = begun;
-			}
-			last_recovery = GetCurrentTimestamp();
-		}
+		if (!resolver_runs)
+			ResolverTick(&recovery);
 		MemoryContextSwitchTo(old);
 		pgstat_report_activity(STATE_IDLE, NULL);
 

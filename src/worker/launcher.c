@@ -339,6 +339,26 @@ LauncherCoordinatorRuns(void)
 }
 
 /*
+ * LauncherCoordinatorPid returns the pid of the current database's running
+ * coordinator, 0 when none runs.
+ */
+pid_t
+LauncherCoordinatorPid(void)
+{
+	CoordinatorSlot *slot;
+	pid_t		pid = 0;
+
+	if (!ShmemIsPreloaded() || launcher == NULL)
+		return 0;
+	LWLockAcquire(launcher->lock, LW_SHARED);
+	slot = find_slot(MyDatabaseId);
+	if (slot != NULL && slot->state == SLOT_RUNNING && process_alive(slot->pid))
+		pid = slot->pid;
+	LWLockRelease(launcher->lock);
+	return pid;
+}
+
+/*
  * LauncherCoordinatorProblem says, in a sentence (palloc'd), why no
  * coordinator can run the current database's jobs, naming the setting to
  * change; NULL when one runs, or may be starting.  *no_slot (when given)

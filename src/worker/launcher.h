@@ -18,6 +18,7 @@ extern void LauncherWake(Oid database);
 extern void LauncherNoticeDatabase(void);
 extern bool LauncherServesDatabase(void);
 extern bool LauncherCoordinatorRuns(void);
+extern pid_t LauncherCoordinatorPid(void);
 extern char *LauncherCoordinatorProblem(bool *no_slot);
 extern bool LauncherClaimSlot(int index, Oid database);
 extern void LauncherNoExtension(void);

@@ -17,6 +17,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -109,6 +110,20 @@ WorkerDescribe(BackgroundWorker *worker, const char *function, const char *type,
 	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", name);
 	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
 	worker->bgw_notify_pid = MyProcPid;
+}
+
+/*
+ * WorkerSettleLoop sets up a connected worker that loops over short units
+ * of work (the coordinator, the resolver): its name in pg_stat_activity,
+ * no lock wait forever, and READ COMMITTED, since recovery reads each
+ * decision with a snapshot of its own.
+ */
+void
+WorkerSettleLoop(const char *appname)
+{
+	pgstat_report_appname(appname);
+	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

@@ -18,6 +18,7 @@ extern void WorkerCommit(void);
 extern ErrorData *WorkerCatchError(MemoryContext context);
 extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
 						   const char *type, const char *name);
+extern void WorkerSettleLoop(const char *appname);
 extern void WorkerConnect(Oid database, Oid owner);
 
 #endif							/* COLLEGEDB_WORKER_UNIT_H */
