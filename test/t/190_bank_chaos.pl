@@ -74,10 +74,13 @@ is($front->safe_psql('postgres', 'SELECT sum(balance) FROM accounts'),
 	1000 * $accounts, 'the bank opens with 1,000 in every account');
 
 # A session: a psql process fed statements on stdin, restarted when it dies.
+# A session that died starts again in the same hash, whose in, out and err the new
+# process reads and writes.
 sub session_start
 {
-	my ($name) = @_;
-	my $s = { name => $name, in => '', out => '', err => '', busy => 0 };
+	my ($name, $s) = @_;
+	$s //= {};
+	%$s = (name => $name, in => '', out => '', err => '', busy => 0);
 	$s->{run} = IPC::Run::start(
 		[
 			'psql', '-X', '-A', '-t', '-q', '-v', 'VERBOSITY=terse',
@@ -190,7 +193,7 @@ while (time < $end)
 			next if time < ($s->{retry_at} // 0);
 			$stats{'sessions restarted'}++;
 			eval { $s->{run}->finish; 1 };
-			%$s = %{ session_start($s->{name}) };
+			session_start($s->{name}, $s);
 			$s->{retry_at} = time + 0.5;
 		}
 		next if $s->{busy};
