@@ -17,6 +17,10 @@
  * one lookup of their tombstones), then one multi-row INSERT.  When the
  * guard finds that one of the keys moved away, the batch's rows go one by
  * one the guarded way instead, each following its own key's tombstone.
+ * The INSERT is sent without waiting for its answer (RemoteSend): the
+ * shard works on it while the front routes the next rows and fills the
+ * other shards' batches, and the answer is awaited before that shard's
+ * next batch, or at the end of the statement (errors are raised then).
  * Memory stays flat: a batch's values live in its shard's context, reset
  * after each send.
  *
@@ -59,6 +63,18 @@ typedef struct FdwShardBatch
 	bool	   *is_new;			/* the key's mapping is to be saved */
 	int			nnew;
 	MemoryContext values;		/* the rows' values; reset after each send */
+
+	/*
+	 * The batch sent last, whose INSERT may still be running on the shard
+	 * (RemoteSend) while the next one fills: its arrays and values stay
+	 * until its answer came (batch_await), then serve the next batch.
+	 */
+	CdPendingStatement *pending;
+	CdParam    *sent_params;
+	char	  **sent_keys;
+	int		   *sent_key_lens;
+	bool	   *sent_is_new;
+	MemoryContext sent_values;
 } FdwShardBatch;
 
 typedef struct FdwInsertState
@@ -335,11 +351,40 @@ insert_sql(FdwInsertState *st, int dialect, int nrows)
 	}
 	if (nrows < st->full_rows[dialect])
 		return sql.data;		/* a shorter batch (the last one): not kept */
-	if (st->full_sql[dialect])
-		pfree(st->full_sql[dialect]);
+	/* the one it replaces may still be running on a shard: not freed */
 	st->full_sql[dialect] = MemoryContextStrdup(st->batch_context, sql.data);
 	st->full_rows[dialect] = nrows;
 	return st->full_sql[dialect];
+}
+
+/*
+ * batch_await waits for the INSERT of the shard's batch sent last, and
+ * empties the arrays it held.
+ */
+static void
+batch_await(FdwShardBatch *b)
+{
+	if (b->pending == NULL)
+		return;
+	(void) RemoteAwait(b->pending);
+	b->pending = NULL;
+	MemoryContextReset(b->sent_values);
+}
+
+/*
+ * batch_keep_sent keeps the batch just sent until its answer comes: the
+ * arrays of the batch sent before (empty: awaited) take its place.
+ */
+static void
+batch_keep_sent(FdwShardBatch *b)
+{
+#define SWAP(type, a, c) do { type t_ = (a); (a) = (c); (c) = t_; } while (0)
+	SWAP(CdParam *, b->params, b->sent_params);
+	SWAP(char **, b->keys, b->sent_keys);
+	SWAP(int *, b->key_lens, b->sent_key_lens);
+	SWAP(bool *, b->is_new, b->sent_is_new);
+	SWAP(MemoryContext, b->values, b->sent_values);
+#undef SWAP
 }
 
 /*
@@ -362,6 +407,8 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 
 	if (b->nrows == 0)
 		return;
+	/* one INSERT at a time on the shard's connection */
+	batch_await(b);
 	old = MemoryContextSwitchTo(st->row_context);
 	if (b->nrows == 1 && b->keys)
 	{
@@ -423,13 +470,20 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 	}
 	if (nrows > 0 && moved_to == NULL)
 	{
-		CdParam    *params = palloc(sizeof(CdParam) * nrows * st->ncols);
+		/* what the INSERT uses lives with the batch until its answer */
+		MemoryContext row_old = MemoryContextSwitchTo(b->values);
+		CdParam    *params = b->params;
 
-		for (int i = 0; i < nrows; i++)
-			memcpy(&params[i * st->ncols], &b->params[rows[i] * st->ncols],
-				   sizeof(CdParam) * st->ncols);
-		(void) RemoteExecute(b->shard, insert_sql(st, b->shard->dialect, nrows),
-							 nrows * st->ncols, params, NULL, true);
+		if (nrows < b->nrows)
+		{
+			params = palloc(sizeof(CdParam) * nrows * st->ncols);
+			for (int i = 0; i < nrows; i++)
+				memcpy(&params[i * st->ncols], &b->params[rows[i] * st->ncols],
+					   sizeof(CdParam) * st->ncols);
+		}
+		b->pending = RemoteSend(b->shard, insert_sql(st, b->shard->dialect, nrows),
+								nrows * st->ncols, params);
+		MemoryContextSwitchTo(row_old);
 	}
 	else if (nrows > 0)
 	{
@@ -443,7 +497,10 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 done:
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(st->row_context);
-	MemoryContextReset(b->values);
+	if (b->pending)
+		batch_keep_sent(b);
+	else
+		MemoryContextReset(b->values);
 	st->rows_sent += b->nrows;
 	report_progress(st);
 	b->nrows = 0;
@@ -478,14 +535,20 @@ shard_batch(FdwInsertState *st, const CdShard *shard)
 	if (adapter->max_params > 0)
 		b->max_rows = Max(1, Min(b->max_rows, adapter->max_params / st->ncols));
 	b->params = palloc(sizeof(CdParam) * b->max_rows * st->ncols);
+	b->sent_params = palloc(sizeof(CdParam) * b->max_rows * st->ncols);
 	if (st->table->shard == NULL)
 	{
 		b->keys = palloc(sizeof(char *) * b->max_rows);
 		b->key_lens = palloc(sizeof(int) * b->max_rows);
 		b->is_new = palloc(sizeof(bool) * b->max_rows);
+		b->sent_keys = palloc(sizeof(char *) * b->max_rows);
+		b->sent_key_lens = palloc(sizeof(int) * b->max_rows);
+		b->sent_is_new = palloc(sizeof(bool) * b->max_rows);
 	}
 	b->values = AllocSetContextCreate(st->batch_context, "collegedb insert batch values",
 									  ALLOCSET_DEFAULT_SIZES);
+	b->sent_values = AllocSetContextCreate(st->batch_context, "collegedb insert batch values",
+										   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(old);
 	return b;
 }
@@ -596,10 +659,11 @@ collegedb_exec_insert(EState *estate, ResultRelInfo *rinfo,
 }
 
 /*
- * end_insert sends every batch still waiting.
+ * end_insert sends every batch still waiting, and with 'await' waits for
+ * every shard's answer (the shards work on their last batches together).
  */
 static void
-end_insert(ResultRelInfo *rinfo)
+end_insert(ResultRelInfo *rinfo, bool await)
 {
 	FdwInsertState *st = rinfo->ri_FdwState;
 	CdRemoteObserver *previous = NULL;
@@ -610,6 +674,8 @@ end_insert(ResultRelInfo *rinfo)
 		previous = RemoteObserve(st->observed.observer);
 	for (int i = 0; i < st->nbatches; i++)
 		batch_send(st, &st->batches[i]);
+	for (int i = 0; i < st->nbatches && await; i++)
+		batch_await(&st->batches[i]);
 	if (st->observed.observer)
 		(void) RemoteObserve(previous);
 }
@@ -634,28 +700,31 @@ collegedb_batch_size(ResultRelInfo *rinfo)
 
 /*
  * collegedb_exec_batch_insert inserts the rows the executor gathered, each
- * as collegedb_exec_insert would, and then sends every shard's batch: the
- * executor's last call comes when the plan has no more rows, before
- * EXPLAIN ANALYZE reports what was sent.
+ * as collegedb_exec_insert would, and then sends every shard's batch (the
+ * executor's last call comes when the plan has no more rows); the answers
+ * are awaited at the next call's batches or at the end, except under
+ * EXPLAIN ANALYZE, which reports what was sent before the end.
  */
 TupleTableSlot **
 collegedb_exec_batch_insert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot **slots,
 							TupleTableSlot **planSlots, int *numSlots)
 {
+	FdwInsertState *st = rinfo->ri_FdwState;
+
 	for (int i = 0; i < *numSlots; i++)
 		(void) collegedb_exec_insert(estate, rinfo, slots[i], planSlots ? planSlots[i] : NULL);
-	end_insert(rinfo);
+	end_insert(rinfo, st->observed.observer != NULL);
 	return slots;
 }
 
 void
 collegedb_end_modify(EState *estate, ResultRelInfo *rinfo)
 {
-	end_insert(rinfo);
+	end_insert(rinfo, true);
 }
 
 void
 collegedb_end_foreign_insert(EState *estate, ResultRelInfo *rinfo)
 {
-	end_insert(rinfo);
+	end_insert(rinfo, true);
 }

@@ -92,6 +92,7 @@ ConnectionClose(CdConnection *conn)
 	}
 	conn->handle = NULL;
 	conn->in_flight = false;
+	conn->pending = NULL;
 	conn->fresh = false;
 	conn->invalidated = false;
 }
@@ -251,6 +252,7 @@ ConnectionGet(const CdShard *shard)
 		conn->handle = NULL;
 		conn->xact_depth = 0;
 		conn->in_flight = false;
+		conn->pending = NULL;
 		conn->doomed = false;
 		conn->invalidated = false;
 		conn->fresh = false;

@@ -35,6 +35,7 @@ struct CdConnection
 	int			xact_depth;
 	bool		in_flight;		/* a statement is on the wire */
 	int			in_flight_level;	/* the nesting level it was sent at */
+	struct CdStatement *pending;	/* sent by RemoteSend, not yet awaited */
 	bool		doomed;			/* remote transaction lost: fail until the
 								 * front transaction ends */
 	bool		invalidated;	/* server or mapping changed: reconnect */
@@ -65,6 +66,7 @@ struct CdConnection
  */
 typedef struct CdStatement
 {
+	bool		done;			/* RemoteSend ran it to its end at once */
 	const CdShard *shard;
 	const char *sql;
 	int			nparams;
@@ -111,6 +113,8 @@ extern void StatementRaiseProblem(const CdStatementProblem *problem);
 extern bool StatementTryBegin(CdStatement *st, CdStatementProblem *problem);
 extern void StatementBegin(CdStatement *st);
 extern bool StatementFinish(CdStatement *st, bool ok, int attempt);
+extern void ConnectionAwaitPending(CdConnection *conn);
+extern void ConnectionAwaitAllPending(void);
 extern void StatementRaise(CdStatement *st);
 extern void StatementContextPush(CdStatement *st, ErrorContextCallback *callback);
 extern void StatementContextPop(ErrorContextCallback *callback);

@@ -231,6 +231,8 @@ StatementTryBegin(CdStatement *st, CdStatementProblem *problem)
 
 	ObserveBegan(st->shard);
 	conn = ConnectionGet(st->shard);
+	/* a statement sent earlier (RemoteSend) ends before the next one goes */
+	ConnectionAwaitPending(conn);
 	memset(problem, 0, sizeof(*problem));
 	st->conn = conn;
 	st->nsetup = 0;
@@ -467,6 +469,156 @@ RemoteExecute(const CdShard *shard, const char *sql, int nparams,
 
 	StatementPrepare(&st, shard, sql, nparams, params, is_write, 0);
 	return execute(&st, sink);
+}
+
+/*
+ * RemoteSend sends 'sql' with 'params' to 'shard' as a write that joins
+ * the shard's open remote transaction, and returns without waiting for
+ * the answer, so that the caller can prepare its next work (or another
+ * shard's) meanwhile; RemoteAwait gets the answer, and raises its
+ * failure.  The statement and 'params' must stay valid until then (an
+ * adapter may send a statement again to prepare it).  Any other use of
+ * the connection awaits it first (StatementTryBegin, the end of a
+ * (sub)transaction), and an abort before that closes the connection, as
+ * for any statement abandoned midway.  A statement that would open the
+ * remote transaction, or a dialect without asynchronous statements, runs
+ * to its end at once instead (a stale connection is then retried, as by
+ * RemoteExecute).  The result is allocated in the current memory context.
+ */
+CdPendingStatement *
+RemoteSend(const CdShard *shard, const char *sql, int nparams, const CdParam *params)
+{
+	CdStatement *st = palloc(sizeof(CdStatement));
+	CdConnection *conn;
+	ErrorContextCallback context;
+	bool		ok;
+
+	StatementPrepare(st, shard, sql, nparams, params, true, 0);
+	conn = ConnectionGet(shard);
+	ConnectionAwaitPending(conn);
+	if (conn->adapter->send == NULL || conn->handle == NULL || conn->xact_depth == 0 ||
+		conn->doomed || st->autocommit_only)
+	{
+		st->rows = execute(st, NULL);
+		st->done = true;
+		return st;
+	}
+	StatementBegin(st);
+	StatementContextPush(st, &context);
+	ok = conn->adapter->send(conn->handle, st->nsetup, st->setup, st->sql, st->nparams,
+							 st->params, st->flags, &st->err);
+	StatementContextPop(&context);
+	if (!ok)
+	{
+		(void) StatementFinish(st, false, 1);
+		StatementRaise(st);
+	}
+	st->done = false;
+	conn->pending = st;
+	return st;
+}
+
+/*
+ * RemoteAwait waits for a statement that RemoteSend sent, as an exec of it
+ * would (statement_timeout and interrupts cancel it), and returns its rows
+ * affected; raises its failure.
+ */
+int64
+RemoteAwait(CdPendingStatement *st)
+{
+	CdConnection *conn = st->conn;
+	const CdAdapter *adapter;
+	bool		interruptible;
+	TimestampTz deadline;
+	CdWaitSlot	slot;
+	CdWaitSet  *volatile ws = NULL;
+	CdPollResult r = CD_POLL_FAILED;
+	int64		rows = 0;
+	ErrorContextCallback context;
+
+	if (st->done)
+		return st->rows;
+	st->done = true;
+	if (conn->pending != st || conn->handle == NULL)
+	{
+		/* the connection was closed under it (an abort): nothing to wait for */
+		AdapterSetError(&st->err, "08003", true, "the connection to the shard is closed",
+						NULL, NULL);
+		StatementRaise(st);
+	}
+	adapter = conn->adapter;
+	deadline = AdapterExecDeadline(st->flags, &interruptible);
+	memset(&slot, 0, sizeof(slot));
+	slot.pos = -1;
+	StatementContextPush(st, &context);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			r = adapter->poll(conn->handle, NULL, &rows, &st->err);
+			if (r == CD_POLL_DONE || r == CD_POLL_FAILED)
+				break;
+			if (AdapterDeadlinePassed(deadline) || (!interruptible && AdapterStopWaiting()))
+			{
+				adapter->cancel(conn->handle, CollegeCleanupTimeout);
+				AdapterSetGaveUp(&st->err, st->flags);
+				r = CD_POLL_FAILED;
+				break;
+			}
+			slot.sock = adapter->socket(conn->handle);
+			slot.events = RemoteWaitEvents(r);
+			if (ws == NULL)
+				ws = RemoteWaitSetAcquire();
+			RemoteWaitSlots(ws, &slot, 1, AdapterWaitTimeout(deadline), interruptible);
+		}
+	}
+	PG_CATCH();
+	{
+		/* an interrupt: the statement stays in flight, closed at abort */
+		if (ws)
+			RemoteWaitSetRelease(ws, true);
+		if (conn->handle)
+			adapter->cancel(conn->handle, CollegeCleanupTimeout);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	StatementContextPop(&context);
+	if (ws)
+		RemoteWaitSetRelease(ws, false);
+	conn->pending = NULL;
+	st->rows = rows;
+	(void) StatementFinish(st, r == CD_POLL_DONE, 1);
+	if (r != CD_POLL_DONE)
+		StatementRaise(st);
+	return rows;
+}
+
+/*
+ * ConnectionAwaitPending awaits what RemoteSend left on the wire of
+ * 'conn', if anything.
+ */
+void
+ConnectionAwaitPending(CdConnection *conn)
+{
+	if (conn->pending != NULL)
+		(void) RemoteAwait(conn->pending);
+}
+
+/*
+ * ConnectionAwaitAllPending awaits every connection's, before the front's
+ * (sub)transaction ends them.
+ */
+void
+ConnectionAwaitAllPending(void)
+{
+	CdConnection **all;
+	int			n;
+
+	all = ConnectionList(&n);
+	for (int i = 0; i < n; i++)
+		ConnectionAwaitPending(all[i]);
+	if (all)
+		pfree(all);
 }
 
 /*

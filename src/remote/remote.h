@@ -74,6 +74,10 @@ extern int64 RemoteExecute(const CdShard *shard, const char *sql,
 extern int64 RemoteExecuteInternal(const CdShard *shard, const char *sql,
 								   int nparams, const CdParam *params,
 								   CdRowSink *sink, bool is_write);
+typedef struct CdStatement CdPendingStatement;
+extern CdPendingStatement *RemoteSend(const CdShard *shard, const char *sql,
+									  int nparams, const CdParam *params);
+extern int64 RemoteAwait(CdPendingStatement *st);
 extern bool RemoteStatementWritesOn(const CdShard *shard, const char *sql);
 extern bool RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql);
 extern bool RemoteErrorIsInterrupt(const ErrorData *edata);

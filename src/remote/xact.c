@@ -285,6 +285,7 @@ xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_COMMIT:
+			ConnectionAwaitAllPending();
 			parts = ConnectionParticipants(&n);
 			if (n > 0)
 				pre_commit(parts, n);
@@ -460,6 +461,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	level = GetCurrentTransactionNestLevel();
 	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
 	{
+		ConnectionAwaitAllPending();
 		release_together(level);
 		return;
 	}
