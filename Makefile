@@ -82,6 +82,8 @@ OBJS = \
 	src/fdw/upper_exec.o \
 	src/fdw/topn.o \
 	src/fdw/shard_run.o \
+	src/fdw/table.o \
+	src/fdw/explain.o \
 	src/fdw/fdw_exec.o \
 	src/fdw/insert.o \
 	src/fdw/truncate.o \

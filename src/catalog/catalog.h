@@ -41,7 +41,7 @@ extern void CatalogReleaseSnapshot(Snapshot snapshot);
 
 /* standby.c: the catalog is read-only on a hot standby */
 extern void CatalogStandbyInit(void);
-extern void CatalogEnsureWritable(const char *action);
+extern void CatalogEnsureWritable(const char *message);
 extern char *CatalogPrimaryName(void);
 extern int	CatalogStandbyHint(void);
 

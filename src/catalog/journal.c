@@ -68,7 +68,7 @@ JournalLoadMove(int64 move_id, int64 generation, CdMoveRow *m)
 	m->job_id = DatumGetInt64(CatalogValue(&rows, 0, 6, &isnull));
 	m->abandoned = DatumGetBool(CatalogValue(&rows, 0, 7, &isnull));
 	if (m->raw_key == NULL && strcmp(m->step, "done") != 0 && strcmp(m->step, "failed") != 0)
-		elog(ERROR, "move %ld has lost its key", (long) move_id);
+		elog(ERROR, "move " INT64_FORMAT " has lost its key", move_id);
 	/* shards are looked up only where a step needs them: one may be gone */
 	m->source = strcmp(m->step, "done") == 0 || strcmp(m->step, "failed") == 0 ? NULL :
 		ShardLookup(CatalogText(&rows, 0, 3));
@@ -97,7 +97,7 @@ journal(const CdMoveRow *m, const char *set, int nargs, Oid *types, Datum *value
 	if (CatalogExec(psprintf("UPDATE collegedb.move m SET %s, updated_at = now() "
 							 "WHERE id = $1 AND generation = $2", set),
 					nargs + 2, t, v, n, false, NULL) != 1)
-		elog(ERROR, "move %ld changed hands while its row was locked", (long) m->id);
+		elog(ERROR, "move " INT64_FORMAT " changed hands while its row was locked", m->id);
 }
 
 /*
@@ -235,7 +235,7 @@ JournalStartMove(int64 job_id, const char *stored, const char *key, const char *
 			ereport(ERROR,
 					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
 					 errmsg("the key is already being moved"),
-					 errdetail("Move %ld is running in process %d.", (long) id, pid)));
+					 errdetail("Move " INT64_FORMAT " is running in process %d.", id, pid)));
 		if (job_id > 0)
 		{
 			Oid			t[2] = {INT8OID, INT8OID};

@@ -100,6 +100,14 @@ SlotSpanText(int32 start, int32 end)
 		psprintf("slots %d to %d", start, end - 1);
 }
 
+/* uncovered says that the slots start .. end - 1 are in no range */
+static char *
+uncovered(int32 start, int32 end)
+{
+	return end - start == 1 ? psprintf("slot %d is in no range", start) :
+		psprintf("slots %d to %d are in no range", start, end - 1);
+}
+
 static void
 bad_ranges(const char *detail)
 {
@@ -175,14 +183,12 @@ SlotMapParse(int32 slots, Jsonb *ranges)
 		int32		expected = i == 0 ? 0 : map->ranges[i - 1].end;
 
 		if (map->ranges[i].start > expected)
-			bad_ranges(psprintf("%s %s in no range", SlotSpanText(expected, map->ranges[i].start),
-								map->ranges[i].start - expected == 1 ? "is" : "are"));
+			bad_ranges(uncovered(expected, map->ranges[i].start));
 		if (map->ranges[i].start < expected)
 			bad_ranges(psprintf("ranges overlap at slot %d", map->ranges[i].start));
 	}
 	if (map->ranges[n - 1].end != slots)
-		bad_ranges(psprintf("%s %s in no range", SlotSpanText(map->ranges[n - 1].end, slots),
-							slots - map->ranges[n - 1].end == 1 ? "is" : "are"));
+		bad_ranges(uncovered(map->ranges[n - 1].end, slots));
 	return map;
 }
 

@@ -87,18 +87,19 @@ CatalogStandbyHint(void)
 
 /*
  * CatalogEnsureWritable raises 25006 when the front is a hot standby: its
- * catalog is read-only, so 'action' (what the caller was asked to do, as
- * a verb phrase) cannot happen here.  Callers check before they send
- * anything to a shard.
+ * catalog is read-only, so what the caller was asked to do cannot happen
+ * here.  'message' is the error's whole sentence ("cannot add a shard on
+ * a hot standby"), marked by the caller with gettext_noop.  Callers check
+ * before they send anything to a shard.
  */
 void
-CatalogEnsureWritable(const char *action)
+CatalogEnsureWritable(const char *message)
 {
 	if (!RecoveryInProgress())
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-			 errmsg("cannot %s on a hot standby", action),
+			 errmsg_internal("%s", _(message)),
 			 errdetail("collegedb's catalog is read-only during recovery: it changes on the primary and reaches the standby through replication."),
 			 CatalogStandbyHint()));
 }

@@ -34,6 +34,7 @@ typedef struct CdForeignTable
 	char	  **columns;		/* remote name per attribute; NULL if dropped */
 } CdForeignTable;
 
+/* table.c */
 extern CdForeignTable *FdwTableInfo(Oid relid);
 extern List *FdwTableShards(const CdForeignTable *table);
 
@@ -144,15 +145,21 @@ extern void collegedb_rescan_any(ForeignScanState *node);
 extern void collegedb_end_any_scan(ForeignScanState *node);
 extern void collegedb_explain_any_scan(ForeignScanState *node, ExplainState *es);
 
-/* fanout_check.c */
+/* shard_run.c: what a failed shard does to a scan */
 struct CdFanoutShard;
 extern int64 FdwFanoutResult(const struct CdFanoutShard *shards, int n, bool is_write);
 
-/* fdw_exec.c */
+/* explain.c */
 extern void FdwObservedInit(FdwObserved *o, EState *estate);
+extern CdRowSink *FdwObservedSink(FdwObserved *o, CdRowSink *inner, const CdShard *shard);
+extern void FdwObservedFanout(FdwObserved *o, const struct CdFanoutShard *shards, int n,
+							  instr_time start);
+extern void FdwExplainObserved(FdwObserved *o, ExplainState *es);
+extern void FdwExplainTargets(ForeignScan *plan, CdForeignTable *table, ExplainState *es);
+
+/* fdw_exec.c */
 extern void FdwRowIdentity(const char *text, ItemPointer tid);
 extern void FdwRowIdentityParams(ItemPointer tid, CdParam *as_tid, CdParam *as_int);
-extern void FdwExplainObserved(FdwObserved *o, ExplainState *es);
 extern void collegedb_begin_scan(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate(ForeignScanState *node);
 extern void collegedb_rescan(ForeignScanState *node);
@@ -160,6 +167,7 @@ extern void collegedb_end_scan(ForeignScanState *node);
 extern void collegedb_begin_direct_modify(ForeignScanState *node, int eflags);
 extern TupleTableSlot *collegedb_iterate_direct_modify(ForeignScanState *node);
 extern void collegedb_end_direct_modify(ForeignScanState *node);
+extern void collegedb_explain_scan(ForeignScanState *node, ExplainState *es);
 /*
  * What a modification's ri_FdwState is: every state of insert.c and
  * row_modify.c starts with its kind.
@@ -220,7 +228,5 @@ extern char *FdwGroupedKeyText(const char *sql, List *split, int dialect, int fi
 extern int64 FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 						 char **keys, Datum *values, int nkeys, Oid type,
 						 CdForeignTable *table, RecordRowSink *sink);
-
-extern void collegedb_explain_scan(ForeignScanState *node, ExplainState *es);
 
 #endif							/* COLLEGEDB_FDW_H */

@@ -18,16 +18,18 @@
  * row by row (row_modify.c), its rows fetched here with their identity on
  * the shard, locked, in the shard's write transaction.
  *
+ * The table's options come from table.c (FdwTableInfo); what EXPLAIN
+ * shows and what EXPLAIN ANALYZE measures of the shards is explain.c's,
+ * which the scan feeds its row sinks and fan-outs (FdwObservedSink,
+ * FdwObservedFanout).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/table.h"
 #include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
-#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/array.h"
@@ -37,286 +39,11 @@
 #include "utils/rel.h"
 
 #include "catalog/shards.h"
-#include "cd_errcodes.h"
 #include "collegedb.h"
 #include "fdw/fdw.h"
 #include "remote/fanout.h"
 #include "remote/remote.h"
 #include "router/router.h"
-
-/* Table information */
-
-/*
- * FdwTableShards returns the shards that hold a table's rows: its own
- * shard's, or every registered shard (NO_SHARDS when there is none).
- */
-List *
-FdwTableShards(const CdForeignTable *table)
-{
-	if (table->shard)
-		return list_make1((void *) ShardLookup(table->shard));
-	return list_copy(ShardListNonEmpty());
-}
-
-/*
- * FdwTableInfo reads a collegedb foreign table's options: the remote
- * name, schema and column names, the key column, and whether it belongs to
- * a shard's own server.
- */
-CdForeignTable *
-FdwTableInfo(Oid relid)
-{
-	ForeignTable *ft = GetForeignTable(relid);
-	ForeignServer *server = GetForeignServer(ft->serverid);
-	Relation	rel = table_open(relid, NoLock);
-	TupleDesc	desc = RelationGetDescr(rel);
-	CdForeignTable *table = palloc0(sizeof(CdForeignTable));
-	char	   *key_column = NULL;
-	bool		is_shard;
-	ListCell   *lc;
-
-	table->relid = relid;
-	table->name = RelationGetRelationName(rel);
-	foreach(lc, ft->options)
-	{
-		DefElem    *def = lfirst(lc);
-
-		if (strcmp(def->defname, "table_name") == 0)
-			table->name = defGetString(def);
-		else if (strcmp(def->defname, "schema_name") == 0)
-			table->schema = defGetString(def);
-		else if (strcmp(def->defname, "key_column") == 0)
-			key_column = defGetString(def);
-	}
-	(void) ShardServerDialect(server->serverid, &is_shard);
-	if (is_shard)
-		table->shard = server->servername;
-
-	table->natts = desc->natts;
-	table->columns = palloc0(sizeof(char *) * Max(desc->natts, 1));
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		List	   *options;
-
-		if (att->attisdropped)
-			continue;
-		table->columns[i] = NameStr(att->attname);
-		options = GetForeignColumnOptions(relid, att->attnum);
-		foreach(lc, options)
-		{
-			DefElem    *def = lfirst(lc);
-
-			if (strcmp(def->defname, "column_name") == 0)
-				table->columns[i] = defGetString(def);
-		}
-		if (key_column && strcmp(NameStr(att->attname), key_column) == 0)
-			table->key_attno = att->attnum;
-	}
-	table_close(rel, NoLock);
-
-	if (key_column == NULL && table->shard == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
-				 errmsg("sharded foreign table \"%s\" needs option key_column",
-						get_rel_name(relid)),
-				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD key_column '...') names the column that routes its rows.",
-						 quote_identifier(get_rel_name(relid)))));
-	if (key_column && table->key_attno == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("key column \"%s\" of foreign table \"%s\" does not exist",
-						key_column, get_rel_name(relid))));
-	return table;
-}
-
-/* Per-shard timings under instrumentation (EXPLAIN ANALYZE) */
-
-/*
- * FdwObservedInit sets up measuring when the query's nodes are instrumented
- * (their Instrumentation comes only after the node's Begin callback).
- */
-void
-FdwObservedInit(FdwObserved *o, EState *estate)
-{
-	memset(o, 0, sizeof(*o));
-	if (estate->es_instrument == 0)
-		return;
-	o->observer = palloc(sizeof(CdRemoteObserver));
-	RemoteObserverInit(o->observer, (estate->es_instrument & INSTRUMENT_TIMER) != 0);
-}
-
-/*
- * observed_sink wraps 'inner' so that the observer sees its first rows;
- * 'shard' is the sink's shard, NULL for statements sent one at a time.
- */
-static CdRowSink *
-observed_sink(FdwObserved *o, CdRowSink *inner, const CdShard *shard)
-{
-	ObservedRowSink *sink;
-
-	if (o->observer == NULL || inner == NULL)
-		return inner;
-	sink = palloc(sizeof(ObservedRowSink));
-	ObservedRowSinkInit(sink, inner, o->observer, shard);
-	return &sink->base;
-}
-
-/*
- * observed_fanout adds up a fan-out over 'set' that started at 'start':
- * its time, and how long after the next-to-last shard the slowest one
- * ended (the time spent waiting for it alone).
- */
-static void
-observed_fanout(FdwObserved *o, const CdFanoutShard *shards, int n, instr_time start)
-{
-	instr_time	now;
-	const CdShardTiming *last = NULL;
-	double		last_ms = 0,
-				before_ms = 0;
-
-	if (o->observer == NULL)
-		return;
-	o->fanouts++;
-	o->fanout_shards = n;
-	/* a shard that failed before its statement was sent (connecting) */
-	for (int i = 0; i < n; i++)
-	{
-		CdShardTiming *t = RemoteObserverShard(o->observer, shards[i].shard);
-
-		if (!shards[i].ok && t->running)
-		{
-			t->statements++;
-			t->errors++;
-			t->running = false;
-		}
-	}
-	if (!o->observer->timing)
-		return;
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	o->fanout_ms += INSTR_TIME_GET_MILLISEC(now);
-	for (int i = 0; i < n; i++)
-	{
-		const CdShardTiming *t = RemoteObserverShard(o->observer, shards[i].shard);
-		instr_time	end = t->ended;
-		double		ms;
-
-		if (INSTR_TIME_IS_ZERO(end))
-			continue;
-		INSTR_TIME_SUBTRACT(end, start);
-		ms = INSTR_TIME_GET_MILLISEC(end);
-		if (last == NULL || ms > last_ms)
-		{
-			before_ms = last ? last_ms : 0;
-			last = t;
-			last_ms = ms;
-		}
-		else if (ms > before_ms)
-			before_ms = ms;
-	}
-	if (last == NULL)
-		return;
-	strlcpy(o->slowest, last->shard, NAMEDATALEN);
-	if (n > 1)
-		o->alone_ms += last_ms - before_ms;
-}
-
-static int
-timing_name_cmp(const void *a, const void *b)
-{
-	return strcmp((*(CdShardTiming *const *) a)->shard, (*(CdShardTiming *const *) b)->shard);
-}
-
-/*
- * FdwExplainObserved shows what 'o' measured: per shard the statements, the
- * rows, and (with TIMING) the time to the first row and in all; for
- * fan-outs their time and the wait for the slowest shard.
- */
-void
-FdwExplainObserved(FdwObserved *o, ExplainState *es)
-{
-	CdRemoteObserver *obs = o->observer;
-	bool		timing = es->timing && obs->timing;
-	CdShardTiming **sorted = palloc(sizeof(CdShardTiming *) * Max(obs->count, 1));
-
-	for (int i = 0; i < obs->count; i++)
-		sorted[i] = &obs->shards[i];
-	qsort(sorted, obs->count, sizeof(CdShardTiming *), timing_name_cmp);
-	if (es->format != EXPLAIN_FORMAT_TEXT)
-		ExplainOpenGroup("Shard Statements", "Shard Statements", false, es);
-	for (int i = 0; i < obs->count; i++)
-	{
-		CdShardTiming *t = sorted[i];
-
-		if (es->format == EXPLAIN_FORMAT_TEXT)
-		{
-			StringInfoData line;
-
-			initStringInfo(&line);
-			appendStringInfo(&line, "statements=%lld", (long long) t->statements);
-			if (t->errors > 0)
-				appendStringInfo(&line, " errors=%lld", (long long) t->errors);
-			appendStringInfo(&line, " rows=%lld", (long long) t->rows);
-			if (timing)
-			{
-				if (t->has_first_row)
-					appendStringInfo(&line, " first row=%.3f ms", t->first_row_ms);
-				appendStringInfo(&line, " total=%.3f ms", t->total_ms);
-			}
-			ExplainPropertyText(psprintf("Shard %s (%s)", t->shard,
-										 AdapterDialectName(t->dialect)), line.data, es);
-			continue;
-		}
-		ExplainOpenGroup("Shard Statement", NULL, true, es);
-		ExplainPropertyText("Shard", t->shard, es);
-		ExplainPropertyText("Dialect", AdapterDialectName(t->dialect), es);
-		ExplainPropertyInteger("Statements", NULL, t->statements, es);
-		ExplainPropertyInteger("Errors", NULL, t->errors, es);
-		ExplainPropertyInteger("Rows", NULL, t->rows, es);
-		if (timing)
-		{
-			if (t->has_first_row)
-				ExplainPropertyFloat("First Row Time", "ms", t->first_row_ms, 3, es);
-			ExplainPropertyFloat("Total Time", "ms", t->total_ms, 3, es);
-		}
-		ExplainCloseGroup("Shard Statement", NULL, true, es);
-	}
-	if (es->format != EXPLAIN_FORMAT_TEXT)
-		ExplainCloseGroup("Shard Statements", "Shard Statements", false, es);
-
-	if (o->fanouts == 0)
-		return;
-	if (es->format == EXPLAIN_FORMAT_TEXT)
-	{
-		StringInfoData line;
-
-		initStringInfo(&line);
-		appendStringInfo(&line, "%d shard%s", o->fanout_shards, o->fanout_shards == 1 ? "" : "s");
-		if (o->fanouts > 1)
-			appendStringInfo(&line, ", %lld runs", (long long) o->fanouts);
-		if (timing)
-		{
-			appendStringInfo(&line, ", %.3f ms", o->fanout_ms);
-			if (o->slowest[0])
-				appendStringInfo(&line, ", slowest %s, %.3f ms waiting for it alone",
-								 o->slowest, o->alone_ms);
-		}
-		ExplainPropertyText("Fan-out", line.data, es);
-		return;
-	}
-	ExplainPropertyInteger("Fan-out Shards", NULL, o->fanout_shards, es);
-	ExplainPropertyInteger("Fan-out Runs", NULL, o->fanouts, es);
-	if (timing)
-	{
-		ExplainPropertyFloat("Fan-out Time", "ms", o->fanout_ms, 3, es);
-		if (o->slowest[0])
-		{
-			ExplainPropertyText("Slowest Shard", o->slowest, es);
-			ExplainPropertyFloat("Slowest Shard Alone Time", "ms", o->alone_ms, 3, es);
-		}
-	}
-}
 
 /* Scans and direct modifications */
 
@@ -429,12 +156,12 @@ run_everywhere(FdwScanState *st, CdParam *params, int nparams, TupleDesc desc)
 		RecordRowSinkInit(&sinks[i], st->store, desc);
 		shards[i].shard = set[i];
 		shards[i].sql = st->sql[set[i]->dialect];
-		shards[i].sink = observed_sink(&st->observed, st->store ? &sinks[i].base : NULL, set[i]);
+		shards[i].sink = FdwObservedSink(&st->observed, st->store ? &sinks[i].base : NULL, set[i]);
 	}
 	INSTR_TIME_SET_CURRENT(start);
 	FanoutRun(shards, n, NULL, nparams, params,
 			  st->is_write ? CD_FANOUT_WRITE : CD_FANOUT_READ);
-	observed_fanout(&st->observed, shards, n, start);
+	FdwObservedFanout(&st->observed, shards, n, start);
 	return FdwFanoutResult(shards, n, st->is_write);
 }
 
@@ -465,7 +192,7 @@ run_statement(ForeignScanState *node, FdwScanState *st, TupleDesc desc)
 	}
 	if (st->observed.observer)
 	{
-		rows_to = observed_sink(&st->observed, rows_to, NULL);
+		rows_to = FdwObservedSink(&st->observed, rows_to, NULL);
 		previous = RemoteObserve(st->observed.observer);
 	}
 
@@ -795,63 +522,7 @@ collegedb_end_direct_modify(ForeignScanState *node)
 
 /* INSERT: insert.c; UPDATE and DELETE row by row: row_modify.c */
 
-/* EXPLAIN */
-
-/*
- * explain_targets says where a scan or modification goes, and with
- * VERBOSE the statement for each dialect among the shards it may reach.
- */
-static void
-explain_targets(ForeignScan *plan, CdForeignTable *table, ExplainState *es)
-{
-	int			key_param = intVal(list_nth(plan->fdw_private, FdwPrivKeyParam));
-	bool		dialects[CD_MAX_DIALECTS] = {false};
-	ListCell   *lc;
-
-	if (table->shard)
-	{
-		const CdShard *shard = ShardLookup(table->shard);
-
-		ExplainPropertyText("Shard", shard->name, es);
-		dialects[shard->dialect] = true;
-	}
-	else if (key_param > 0)
-	{
-		Node	   *key = list_nth(plan->fdw_exprs, key_param - 1);
-
-		if (IsA(key, Const) && !boolVal(list_nth(plan->fdw_private, FdwPrivKeyArray)))
-		{
-			Const	   *c = (Const *) key;
-			char	   *text = FdwKeyText(c->constvalue, c->consttype);
-			CdRoute		route = RouterResolve(text, strlen(text), false, false);
-			StringInfoData names;
-
-			initStringInfo(&names);
-			for (int i = 0; i < route.ncandidates; i++)
-				appendStringInfo(&names, "%s%s", i ? ", " : "", route.candidates[i]->name);
-			ExplainPropertyText("Shards", names.data, es);
-		}
-		else
-			ExplainPropertyText("Shards", "the key's (routed at execution)", es);
-		foreach(lc, ShardList())
-			dialects[((CdShard *) lfirst(lc))->dialect] = true;
-	}
-	else
-	{
-		ExplainPropertyText("Shards", "all shards", es);
-		foreach(lc, ShardList())
-			dialects[((CdShard *) lfirst(lc))->dialect] = true;
-	}
-	if (!es->verbose)
-		return;
-	for (int d = 0; d < AdapterCount(); d++)
-	{
-		if (!dialects[d])
-			continue;
-		ExplainPropertyText(psprintf("Remote SQL (%s)", AdapterDialectName(d)),
-							FdwExplainText(strVal(list_nth(list_nth(plan->fdw_private, FdwPrivSql), d))), es);
-	}
-}
+/* EXPLAIN (explain.c says what; this callback finds it in the scan's state) */
 
 void
 collegedb_explain_scan(ForeignScanState *node, ExplainState *es)
@@ -862,7 +533,7 @@ collegedb_explain_scan(ForeignScanState *node, ExplainState *es)
 
 	FdwScanState *st = node->fdw_state;
 
-	explain_targets(plan, FdwTableInfo(RelationGetRelid(rel)), es);
+	FdwExplainTargets(plan, FdwTableInfo(RelationGetRelid(rel)), es);
 	if (es->analyze && st && st->observed.observer)
 		FdwExplainObserved(&st->observed, es);
 }

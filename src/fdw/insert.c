@@ -323,9 +323,9 @@ report_progress(FdwInsertState *st)
 		return;
 	st->last_report = now;
 	ereport(NOTICE,
-			(errmsg_plural("%lld row sent to the shards so far",
-						   "%lld rows sent to the shards so far",
-						   st->rows_sent, (long long) st->rows_sent)));
+			(errmsg_plural(INT64_FORMAT " row sent to the shards so far",
+						   INT64_FORMAT " rows sent to the shards so far",
+						   st->rows_sent, st->rows_sent)));
 }
 
 /*

@@ -405,8 +405,11 @@ collegedb_exec_row_modify(EState *estate, ResultRelInfo *rinfo,
 		if (pk_dialect < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot %s a row of \"%s\" one by one: its shard's table has no primary key",
-							st->op == CMD_UPDATE ? "update" : "delete", get_rel_name(st->table->relid)),
+					 st->op == CMD_UPDATE ?
+					 errmsg("cannot update a row of \"%s\" one by one: its shard's table has no primary key",
+							get_rel_name(st->table->relid)) :
+					 errmsg("cannot delete a row of \"%s\" one by one: its shard's table has no primary key",
+							get_rel_name(st->table->relid)),
 					 errdetail("The row lives on a shard whose dialect tells one row from another only by the table's primary key, and the statement cannot be sent there whole."),
 					 errhint("Give the shards' table a primary key of columns the foreign table has, or write the statement so that it can be sent whole.")));
 		sql = pk_sql;

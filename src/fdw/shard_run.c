@@ -233,6 +233,6 @@ FdwExplainShardRun(const FdwShardRun *run, const char *how, List *texts, Explain
 	for (int i = 0; i < run->nshards; i++)
 		ExplainPropertyText(psprintf("Shard %s", run->shards[i]->name),
 							es->timing ?
-							psprintf("%ld rows in %.3f ms", (long) run->rows[i], run->ms[i]) :
-							psprintf("%ld rows", (long) run->rows[i]), es);
+							psprintf(INT64_FORMAT " rows in %.3f ms", run->rows[i], run->ms[i]) :
+							psprintf(INT64_FORMAT " rows", run->rows[i]), es);
 }

@@ -120,17 +120,24 @@ statement_problem(const CdShard *shard, const char *sql, int nparams, int flags,
 	{
 		problem->sqlerrcode = ERRCODE_UNDEFINED_PARAMETER;
 		problem->message = psprintf("there is no parameter $%d", shape->max_param);
-		problem->detail = psprintf("The statement uses $%d but %d parameter%s given.",
-								   shape->max_param, nparams, nparams == 1 ? " was" : "s were");
+		problem->detail = nparams == 1 ?
+			psprintf("The statement uses $%d but %d parameter was given.", shape->max_param, nparams) :
+			psprintf("The statement uses $%d but %d parameters were given.", shape->max_param, nparams);
 		return false;
 	}
 	if (shape->max_param < nparams)
 	{
 		problem->sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE;
-		problem->message = psprintf("%d parameter%s given but the statement uses %s",
-									nparams, nparams == 1 ? " was" : "s were",
-									shape->max_param == 0 ? "none" :
-									psprintf("only up to $%d", shape->max_param));
+		if (shape->max_param == 0)
+			problem->message = nparams == 1 ?
+				psprintf("%d parameter was given but the statement uses none", nparams) :
+				psprintf("%d parameters were given but the statement uses none", nparams);
+		else
+			problem->message = nparams == 1 ?
+				psprintf("%d parameter was given but the statement uses only up to $%d",
+						 nparams, shape->max_param) :
+				psprintf("%d parameters were given but the statement uses only up to $%d",
+						 nparams, shape->max_param);
 		return false;
 	}
 	if (shape->transaction_control && !(flags & CD_EXEC_INTERNAL))

@@ -379,18 +379,27 @@ RecoveryRun(bool act)
 							 p->gid, 0, NULL, NULL, &unknown);
 		if (error == NULL)
 		{
-			ereport(LOG,
-					(errmsg("collegedb: %s prepared transaction %s on shard \"%s\"",
-							commit ? "committed" : "rolled back", p->gid, p->shard->name)));
+			if (commit)
+				ereport(LOG,
+						(errmsg("collegedb: committed prepared transaction %s on shard \"%s\"",
+								p->gid, p->shard->name)));
+			else
+				ereport(LOG,
+						(errmsg("collegedb: rolled back prepared transaction %s on shard \"%s\"",
+								p->gid, p->shard->name)));
 			out = in_doubt(out, p->shard, p->gid, commit ? "committed" : "rolled back", NULL);
 		}
 		else
 		{
 			/* a failure stays prepared and is tried again at the next pass */
-			if (!unknown)
+			if (!unknown && commit)
 				ereport(LOG,
-						(errmsg("collegedb: could not %s prepared transaction %s on shard \"%s\": %s",
-								commit ? "commit" : "roll back", p->gid, p->shard->name, error)));
+						(errmsg("collegedb: could not commit prepared transaction %s on shard \"%s\": %s",
+								p->gid, p->shard->name, error)));
+			else if (!unknown)
+				ereport(LOG,
+						(errmsg("collegedb: could not roll back prepared transaction %s on shard \"%s\": %s",
+								p->gid, p->shard->name, error)));
 			out = in_doubt(out, p->shard, p->gid, unknown ? "gone" : "failed", error);
 		}
 	}

@@ -574,7 +574,7 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
 	 */
 	save = save && (for_write || (config->allocate_on_read && !RecoveryInProgress()));
 	if (save)
-		CatalogEnsureWritable("place a new key");
+		CatalogEnsureWritable(gettext_noop("cannot place a new key on a hot standby"));
 	route = single_route(RouterAllocate(for_write ? config->write_strategy : config->read_strategy,
 										key, key_len, save),
 						 CD_ROUTE_STRATEGY);

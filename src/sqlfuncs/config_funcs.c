@@ -70,7 +70,7 @@ collegedb_configure(PG_FUNCTION_ARGS)
 	Datum		values[CONFIGURE_NARGS + 1];
 	char		nulls[CONFIGURE_NARGS + 2];
 
-	CatalogEnsureWritable("change settings");
+	CatalogEnsureWritable(gettext_noop("cannot change settings on a hot standby"));
 	if (!PG_ARGISNULL(CONFIGURE_ARG_ELIGIBLE))
 	{
 		Oid			predicate = PG_GETARG_OID(CONFIGURE_ARG_ELIGIBLE);

@@ -185,7 +185,7 @@ collegedb_reassign_shard(PG_FUNCTION_ARGS)
 	const CdShard *from;
 	const CdShard *to;
 
-	CatalogEnsureWritable("move a key");
+	CatalogEnsureWritable(gettext_noop("cannot move a key on a hot standby"));
 	/* the job checks again; here the errors keep their own codes */
 	key = record_key(key);
 	ensure_not_moving(key);
@@ -221,7 +221,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 	bool		nulls[4] = {false, false, false, false};
 
 	if (!dry_run)
-		CatalogEnsureWritable("rebalance");
+		CatalogEnsureWritable(gettext_noop("cannot rebalance on a hot standby"));
 	ensure_concurrency(fcinfo, 2);
 	InitMaterializedSRF(fcinfo, 0);
 	if (dry_run)
@@ -305,7 +305,7 @@ collegedb_move_slot(PG_FUNCTION_ARGS)
 	Jsonb	   *result;
 	int64		id;
 
-	CatalogEnsureWritable("move a slot");
+	CatalogEnsureWritable(gettext_noop("cannot move a slot on a hot standby"));
 	slot = slot_arg(fcinfo, &target);
 	id = JobLaunchAndWait('s', NULL, NULL, target, false, 0, slot);
 	ensure_job_succeeded(id, 's', false, &result);
@@ -323,7 +323,7 @@ collegedb_schedule_move_slot(PG_FUNCTION_ARGS)
 	int32		slot;
 	int64		id;
 
-	CatalogEnsureWritable("schedule a slot move");
+	CatalogEnsureWritable(gettext_noop("cannot schedule a slot move on a hot standby"));
 	ensure_coordinator("collegedb.schedule_move_slot()", "collegedb.move_slot()");
 	slot = slot_arg(fcinfo, &target);
 	id = JournalInsertJob("move_slot", NULL, NULL, NULL, target, false, 0, GetUserId(), false);
@@ -340,7 +340,7 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 {
 	char	   *table_name = ArgText(fcinfo, 0, "table name");
 
-	CatalogEnsureWritable("schedule a rebalance");
+	CatalogEnsureWritable(gettext_noop("cannot schedule a rebalance on a hot standby"));
 	ensure_coordinator("collegedb.schedule_rebalance()", "collegedb.rebalance()");
 	ensure_concurrency(fcinfo, 1);
 	(void) RebalancePlan(table_name, 0);

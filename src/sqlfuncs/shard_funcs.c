@@ -134,7 +134,7 @@ collegedb_add_shard(PG_FUNCTION_ARGS)
 	bool		is_shard;
 	CdShard		shard;
 
-	CatalogEnsureWritable("add a shard");
+	CatalogEnsureWritable(gettext_noop("cannot add a shard on a hot standby"));
 	if (server == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -192,7 +192,7 @@ collegedb_drop_shard(PG_FUNCTION_ARGS)
 	char	   *name = ArgText(fcinfo, 0, "shard name");
 	bool		force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 
-	CatalogEnsureWritable("drop a shard");
+	CatalogEnsureWritable(gettext_noop("cannot drop a shard on a hot standby"));
 	if (ShardLookupOptional(name) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
@@ -250,7 +250,7 @@ collegedb_set_shard_state(PG_FUNCTION_ARGS)
 	CdShardChange change;
 	CdDrain		drain;
 
-	CatalogEnsureWritable("change a shard's state");
+	CatalogEnsureWritable(gettext_noop("cannot change a shard's state on a hot standby"));
 	if (ShardLookupOptional(name) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_SHARD_NOT_FOUND),
@@ -301,7 +301,7 @@ collegedb_publish_eligibility(PG_FUNCTION_ARGS)
 	int			n = 0;
 	ListCell   *lc;
 
-	CatalogEnsureWritable("publish eligibility");
+	CatalogEnsureWritable(gettext_noop("cannot publish eligibility on a hot standby"));
 	epoch = RouterPublishEligibility(&eligible, &published);
 	elems = palloc(sizeof(Datum) * Max(list_length(eligible), 1));
 

@@ -100,7 +100,7 @@ collegedb_initialize_shard_map(PG_FUNCTION_ARGS)
 	CdSlotMap  *map;
 	CdSlotMap  *installed;
 
-	CatalogEnsureWritable("install a slot map");
+	CatalogEnsureWritable(gettext_noop("cannot install a slot map on a hot standby"));
 	if (PG_ARGISNULL(1))
 		map = default_map(slots);
 	else

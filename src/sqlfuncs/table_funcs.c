@@ -87,7 +87,7 @@ collegedb_register_table(PG_FUNCTION_ARGS)
 	char	   *key_column = PG_ARGISNULL(1) ? "" : TextDatumGetCString(PG_GETARG_DATUM(1));
 	char	   *current;
 
-	CatalogEnsureWritable("register a table");
+	CatalogEnsureWritable(gettext_noop("cannot register a table on a hot standby"));
 	if (table_name[0] == '\0' || key_column[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -64,7 +64,7 @@ collegedb_topology_update(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *result;
 
-	CatalogEnsureWritable("update a topology group");
+	CatalogEnsureWritable(gettext_noop("cannot update a topology group on a hot standby"));
 	result = TopologyApply(arg_text_or_null(fcinfo, 0),
 						   PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1),
 						   PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
@@ -85,7 +85,7 @@ collegedb_topology_delete(PG_FUNCTION_ARGS)
 {
 	bool		removed;
 
-	CatalogEnsureWritable("delete a topology group");
+	CatalogEnsureWritable(gettext_noop("cannot delete a topology group on a hot standby"));
 	removed = TopologyRemove(arg_text_or_null(fcinfo, 0), GetUserId());
 	OutboxWakeAtCommit();
 	PG_RETURN_BOOL(removed);
@@ -98,7 +98,7 @@ collegedb_topology_delete(PG_FUNCTION_ARGS)
 Datum
 collegedb_topology_define_channel(PG_FUNCTION_ARGS)
 {
-	CatalogEnsureWritable("define a topology channel");
+	CatalogEnsureWritable(gettext_noop("cannot define a topology channel on a hot standby"));
 	TopologySetChannel(arg_text_or_null(fcinfo, 0), arg_text_or_null(fcinfo, 1), GetUserId());
 	OutboxWakeAtCommit();
 	PG_RETURN_VOID();

@@ -57,7 +57,7 @@ return_rows(FunctionCallInfo fcinfo, List *rows)
 Datum
 collegedb_recover_prepared_transactions(PG_FUNCTION_ARGS)
 {
-	CatalogEnsureWritable("resolve prepared transactions");
+	CatalogEnsureWritable(gettext_noop("cannot resolve prepared transactions on a hot standby"));
 	PreventInTransactionBlock(true, "collegedb.recover_prepared_transactions()");
 	return return_rows(fcinfo, RecoveryRun(true));
 }

@@ -84,8 +84,8 @@ warn_once(int64 id, int64 generation, int pid)
 			return;
 	}
 	ereport(LOG,
-			(errmsg("collegedb coordinator: move %ld is past its lease, and its mover (pid %d) is still at work: it keeps the move",
-					(long) id, pid),
+			(errmsg("collegedb coordinator: move " INT64_FORMAT " is past its lease, and its mover (pid %d) is still at work: it keeps the move",
+					id, pid),
 			 errhint("A move changes hands only when its worker is gone; terminate the worker to hand it over.")));
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (list_length(warned) >= 1000)
@@ -189,11 +189,11 @@ resume_move(int64 move_id)
 		return;
 	if (abandoned)
 	{
-		elog(LOG, "collegedb coordinator: cleaning up after move %ld", (long) move_id);
+		elog(LOG, "collegedb coordinator: cleaning up after move " INT64_FORMAT, move_id);
 		MoveCleanUp(move_id, generation);
 		return;
 	}
-	elog(LOG, "collegedb coordinator: resuming move %ld", (long) move_id);
+	elog(LOG, "collegedb coordinator: resuming move " INT64_FORMAT, move_id);
 	MoveRun(move_id, generation);
 }
 
@@ -202,7 +202,7 @@ resume_move(int64 move_id)
  * mappings reach the shards), logging an error rather than dying of it.
  */
 static void
-as_owner(Oid owner, void (*work) (int64), int64 id, const char *what)
+as_owner(Oid owner, void (*work) (int64), int64 id, bool is_job)
 {
 	MemoryContext context = CurrentMemoryContext;
 	Oid			save_userid;
@@ -220,7 +220,10 @@ as_owner(Oid owner, void (*work) (int64), int64 id, const char *what)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		elog(LOG, "collegedb coordinator: %s %ld did not finish; it will be retried", what, (long) id);
+		if (is_job)
+			elog(LOG, "collegedb coordinator: job " INT64_FORMAT " did not finish; it will be retried", id);
+		else
+			elog(LOG, "collegedb coordinator: move " INT64_FORMAT " did not finish; it will be retried", id);
 	}
 	PG_END_TRY();
 	SetUserIdAndSecContext(save_userid, save_sec);
@@ -298,10 +301,10 @@ collegedb_coordinator_main(Datum arg)
 		{
 			Pending    *p = lfirst(lc);
 
-			as_owner(p->owner, resume_move, p->id, "move");
+			as_owner(p->owner, resume_move, p->id, false);
 		}
 		if (job.id > 0)
-			as_owner(job.owner, JobRun, job.id, "job");
+			as_owner(job.owner, JobRun, job.id, true);
 		next_delivery = OutboxDeliver();
 		if (!resolver_runs)
 			ResolverTick(&recovery);

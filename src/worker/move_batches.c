@@ -225,7 +225,7 @@ step_source(Batch *b)
 		TombstoneDropKeys(target, v.n, v.keys, false);
 	leave_out(b, &v, TombstoneLockKeys(source, v.n, v.keys), false);
 	view_of(b, &locked);
-	MovePauseForTests(CollegeTestPauseInStep, v.ids[0], "source_lock", "inside step");
+	MovePauseForTests(true, v.ids[0], "source_lock");
 
 	/* a key whose move committed this step already goes on alone */
 	moved = TombstoneFindKeys(source, locked.n, locked.keys);
@@ -249,7 +249,7 @@ step_source(Batch *b)
 
 	/* the target commits first, as in a one-key move (see moves.c) */
 	RemoteCommitNow(target);
-	MovePauseForTests(CollegeTestPauseInStep, v.ids[0], "source", "inside step");
+	MovePauseForTests(true, v.ids[0], "source");
 
 	/* the placeholders of keys left out, the stale tombstones of the rest */
 	if (locked.n > v.n)
@@ -361,7 +361,7 @@ run_step(Batch *b, void (*step) (Batch *), const char *name)
 	MemoryContextDelete(context);
 	pfree(in_before);
 	if (ok)
-		MovePauseForTests(CollegeTestPauseAfterStep, b->ids[0], name, "after step");
+		MovePauseForTests(false, b->ids[0], name);
 	return ok;
 }
 

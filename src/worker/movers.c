@@ -219,7 +219,7 @@ launch_movers(int64 job_id, int n)
 		Oid			ids[2] = {MyDatabaseId, GetUserId()};
 
 		WorkerDescribe(&worker, "collegedb_mover_main", "collegedb mover",
-					   psprintf("collegedb mover for job %ld", (long) job_id));
+					   psprintf("collegedb mover for job " INT64_FORMAT, job_id));
 		worker.bgw_main_arg = Int64GetDatum(job_id);
 		memcpy(worker.bgw_extra, ids, sizeof(ids));
 		if (!RegisterDynamicBackgroundWorker(&worker, &handle))

@@ -121,15 +121,21 @@ row_counts(List *tables, const int64 *rows)
 }
 
 /*
- * MovePauseForTests stops a mover, when the test-only setting 'setting'
- * names 'where', until the worker is killed.
+ * MovePauseForTests stops a mover until the worker is killed, when the
+ * test-only setting collegedb.test_pause_in_step ('inside') or
+ * collegedb.test_pause_after_step names 'step'.
  */
 void
-MovePauseForTests(const char *setting, int64 move_id, const char *where, const char *what)
+MovePauseForTests(bool inside, int64 move_id, const char *step)
 {
-	if (setting == NULL || strcmp(setting, where) != 0)
+	const char *setting = inside ? CollegeTestPauseInStep : CollegeTestPauseAfterStep;
+
+	if (setting == NULL || strcmp(setting, step) != 0)
 		return;
-	elog(LOG, "collegedb: move %ld paused %s %s", (long) move_id, what, where);
+	if (inside)
+		elog(LOG, "collegedb: move " INT64_FORMAT " paused inside step %s", move_id, step);
+	else
+		elog(LOG, "collegedb: move " INT64_FORMAT " paused after step %s", move_id, step);
 	for (;;)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -201,7 +207,7 @@ step_source(CdMoveRow *m)
 	if (strcmp(m->target->name, m->source->name) < 0)
 		TombstoneDrop(m->target, m->raw_key, false);
 	TombstoneLockKey(m->source, m->raw_key);
-	MovePauseForTests(CollegeTestPauseInStep, m->id, "source_lock", "inside step");
+	MovePauseForTests(true, m->id, "source_lock");
 
 	moved_to = TombstoneFind(m->source, m->raw_key);
 	if (moved_to != NULL)
@@ -210,8 +216,8 @@ step_source(CdMoveRow *m)
 		if (strcmp(moved_to, m->target->name) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
-					 errmsg("the key has moved from shard \"%s\" to \"%s\" since move %ld began",
-							m->source->name, moved_to, (long) m->id)));
+					 errmsg("the key has moved from shard \"%s\" to \"%s\" since move " INT64_FORMAT " began",
+							m->source->name, moved_to, m->id)));
 		/* the source step committed before the journal could say so */
 		JournalSetStep(m, "source_done", NULL);
 		return;
@@ -239,7 +245,7 @@ step_source(CdMoveRow *m)
 	 * the key's statements to the source meanwhile (RouterResolve).
 	 */
 	RemoteCommitNow(m->target);
-	MovePauseForTests(CollegeTestPauseInStep, m->id, "source", "inside step");
+	MovePauseForTests(true, m->id, "source");
 
 	TombstoneDrop(m->source, m->raw_key, false);
 	i = 0;
@@ -253,8 +259,8 @@ step_source(CdMoveRow *m)
 		if (deleted != copied[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("the source's rows of the key in table \"%s\" changed during move %ld",
-							table->name, (long) m->id),
+					 errmsg("the source's rows of the key in table \"%s\" changed during move " INT64_FORMAT,
+							table->name, m->id),
 					 errdetail("The move copied " INT64_FORMAT " rows to shard \"%s\" and would have deleted " INT64_FORMAT " on shard \"%s\"; nothing was deleted.",
 							   copied[i], m->target->name, deleted, m->source->name),
 					 errhint("A statement that bypasses collegedb's guard (run_on_shard, or a client of the shard) wrote the key's rows during the move.")));
@@ -365,7 +371,7 @@ move_steps(int64 move_id, int64 generation, char **failure)
 			outcome = MOVE_OUTCOME_TAKEN_OVER;
 			break;
 		}
-		pgstat_report_activity(STATE_RUNNING, psprintf("collegedb move %ld: %s", (long) move_id, m.step));
+		pgstat_report_activity(STATE_RUNNING, psprintf("collegedb move " INT64_FORMAT ": %s", move_id, m.step));
 		if (strcmp(m.step, "journaled") == 0)
 			step_validate(&m), done_step = "copied";
 		else if (strcmp(m.step, "copied") == 0)
@@ -387,7 +393,7 @@ move_steps(int64 move_id, int64 generation, char **failure)
 		}
 		WorkerCommit();
 		pgstat_report_activity(STATE_IDLE, NULL);
-		MovePauseForTests(CollegeTestPauseAfterStep, move_id, done_step, "after step");
+		MovePauseForTests(false, move_id, done_step);
 		MemoryContextReset(context);
 	}
 	MemoryContextSwitchTo(old);
@@ -432,8 +438,8 @@ settle_failure(int64 move_id, int64 generation)
 		ErrorData  *edata = WorkerCatchError(context);
 
 		ereport(LOG,
-				(errmsg("collegedb: could not remove the target's copy of the key of move %ld: %s",
-						(long) move_id, RemoteErrorText(edata))));
+				(errmsg("collegedb: could not remove the target's copy of the key of move " INT64_FORMAT ": %s",
+						move_id, RemoteErrorText(edata))));
 	}
 	PG_END_TRY();
 }
@@ -495,7 +501,7 @@ MoveRun(int64 move_id, int64 generation)
 			 edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED) &&
 			attempt < MOVE_DEADLOCK_ATTEMPTS)
 		{
-			elog(LOG, "collegedb: move %ld retries after: %s", (long) move_id, RemoteErrorText(edata));
+			elog(LOG, "collegedb: move " INT64_FORMAT " retries after: %s", move_id, RemoteErrorText(edata));
 			pg_usleep(50000L * attempt);
 			continue;
 		}
@@ -506,7 +512,7 @@ MoveRun(int64 move_id, int64 generation)
 	if (outcome == MOVE_OUTCOME_TAKEN_OVER)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_MOVE_IN_PROGRESS),
-				 errmsg("move %ld was taken over by another worker", (long) move_id)));
+				 errmsg("move " INT64_FORMAT " was taken over by another worker", move_id)));
 	if (outcome == MOVE_OUTCOME_FAILED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

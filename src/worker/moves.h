@@ -17,7 +17,6 @@ extern int64 MoveStart(int64 job_id, const char *key, const char *source,
 extern void MoveWaitWhileHeld(int64 move_id);
 extern void MoveRun(int64 move_id, int64 generation);
 extern void MoveCleanUp(int64 move_id, int64 generation);
-extern void MovePauseForTests(const char *setting, int64 move_id, const char *where,
-							  const char *what);
+extern void MovePauseForTests(bool inside, int64 move_id, const char *step);
 
 #endif							/* COLLEGEDB_WORKER_MOVES_H */

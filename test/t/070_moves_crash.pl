@@ -46,12 +46,9 @@ my $sqlite = sqlite_dir() . '/c.db';
 
 $front->safe_psql(
 	'postgres', qq{
-	CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pga, dbname => 'a') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER a OPTIONS (user 'postgres');
-	CREATE SERVER b FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ pg_server_options($pgb, dbname => 'b') ]}, connect_timeout '2');
-	CREATE USER MAPPING FOR PUBLIC SERVER b OPTIONS (user 'postgres');
-	CREATE SERVER c FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($sqlite) ]});
+	@{[ pg_shard_server($pga, 'a', dbname => 'a') ]}
+	@{[ pg_shard_server($pgb, 'b', dbname => 'b', options => { connect_timeout => 2 }) ]}
+	@{[ sqlite_shard_server('c', $sqlite) ]}
 	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['a', 'b', 'c']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE users (id TEXT PRIMARY KEY, name TEXT)');
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE events (user_id TEXT, seq INTEGER, note TEXT)');

@@ -35,20 +35,15 @@ my $front = front_node(
 		'collegedb.recovery_interval' => '300ms',
 	});
 my $shard = pg_shard_node('shards');
-$shard->safe_psql('postgres', 'CREATE DATABASE p1');
-$shard->safe_psql('postgres', 'CREATE DATABASE p2');
+add_pg_shards($front, $shard, p1 => 'p1', p2 => 'p2');
 my $mdb = start_mariadb();
 my $mydb = mysql_database($mdb);
 my $sqlite = sqlite_dir() . '/l1.db';
 
 $front->safe_psql(
-	'postgres', pg_shard_servers($shard, p1 => 'p1', p2 => 'p2') . qq{
-	CREATE SERVER m1 FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ mysql_server_options($mdb, dbname => $mydb) ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER m1 OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER l1 FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ sqlite_server_options($sqlite) ]}, busy_timeout '30000');
-	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['p1', 'p2', 'm1', 'l1']) AS s;
+	'postgres', mysql_shard_server($mdb, 'm1', dbname => $mydb)
+	  . sqlite_shard_server('l1', $sqlite, options => { busy_timeout => 30000 }) . qq{
+	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['m1', 'l1']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all(
 	  'CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)');
 });
@@ -150,11 +145,9 @@ my $front2 = front_node(
 	'front2',
 	extension => 1,
 	conf      => { 'collegedb.recovery_interval' => '1h', max_worker_processes => 16 });
-$shard->safe_psql('postgres', 'CREATE DATABASE s1');
-$shard->safe_psql('postgres', 'CREATE DATABASE s2');
+add_pg_shards($front2, $shard, s1 => 's1', s2 => 's2');
 $front2->safe_psql(
-	'postgres', pg_shard_servers($shard, s1 => 's1', s2 => 's2') . q{
-	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['s1', 's2']) AS s;
+	'postgres', q{
 	SELECT count(*) FROM collegedb.run_on_all(
 	  'CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)');
 	SELECT collegedb.register_table('accounts', 'id');

@@ -46,12 +46,7 @@ $front->safe_psql('postgres', 'CREATE EXTENSION collegedb');
 sub sql { return $front->safe_psql('postgres', $_[0], timeout => $_[1] // 180) }
 
 sql(qq{
-	CREATE SERVER s1 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 's1') ]});
-	CREATE SERVER s2 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 's2') ]});
-	CREATE SERVER s3 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 's3') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER s1 OPTIONS (user 'postgres');
-	CREATE USER MAPPING FOR PUBLIC SERVER s2 OPTIONS (user 'postgres');
-	CREATE USER MAPPING FOR PUBLIC SERVER s3 OPTIONS (user 'postgres');
+	@{[ pg_shard_servers($shard, s1 => 's1', s2 => 's2', s3 => 's3') ]}
 	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['s1', 's2']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE items (id TEXT PRIMARY KEY, v INTEGER)');
 	SELECT collegedb.register_table('items', 'id');

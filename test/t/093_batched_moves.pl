@@ -38,23 +38,22 @@ my $front = front_node(
 		'collegedb.move_batch_keys' => $ENV{COLLEGEDB_093_BATCH} // 1000,
 	});
 my $pg = pg_shard_node('shards', conf => { max_connections => 120, log_statement => 'none' });
-$pg->safe_psql('postgres', "CREATE DATABASE $_") for qw(p1 p2 p3);
 my $mdb    = start_mariadb();
 my $mdbname = mysql_database($mdb);
 my $sqlite = sqlite_dir() . '/l1.db';
 $front->safe_psql('postgres', 'CREATE EXTENSION collegedb');
+add_pg_shards($front, $pg, p1 => 'p1', p2 => 'p2');
+$pg->safe_psql('postgres', 'CREATE DATABASE p3');
 # the shard added later has the tables already
 $pg->safe_psql('p3', join ';', map { sprintf 'CREATE TABLE %s (id VARCHAR(64) PRIMARY KEY, v INTEGER NOT NULL)', $_ } qw(items notes small));
 
 sub sql { return $front->safe_psql('postgres', $_[0], timeout => $_[1] // 300) }
 
 my $create = 'CREATE TABLE %s (id VARCHAR(64) PRIMARY KEY, v INTEGER NOT NULL)';
-sql(pg_shard_servers($pg, p1 => 'p1', p2 => 'p2', p3 => 'p3') . qq{
-	CREATE SERVER m1 FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ mysql_server_options($mdb, dbname => $mdbname) ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER m1 OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER l1 FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($sqlite) ]});
-	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['p1', 'p2', 'm1', 'l1']) AS s;
+sql(pg_shard_servers($pg, p3 => 'p3')
+	  . mysql_shard_server($mdb, 'm1', dbname => $mdbname)
+	  . sqlite_shard_server('l1', $sqlite) . qq{
+	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['m1', 'l1']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all('@{[ sprintf $create, 'items' ]}');
 	SELECT count(*) FROM collegedb.run_on_all('@{[ sprintf $create, 'notes' ]}');
 	SELECT count(*) FROM collegedb.run_on_all('@{[ sprintf $create, 'small' ]}');

@@ -48,16 +48,11 @@ my $sqlite = sqlite_dir() . '/s.db';
 
 $front->safe_psql(
 	'postgres', qq{
-	CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pga, dbname => 'a') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER a OPTIONS (user 'postgres');
-	CREATE SERVER b FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ pg_server_options($pgb, dbname => 'b') ]}, connect_timeout '2');
-	CREATE USER MAPPING FOR PUBLIC SERVER b OPTIONS (user 'postgres');
-	CREATE SERVER c FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pga, dbname => 'c') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER c OPTIONS (user 'postgres');
-	CREATE SERVER m FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ mysql_server_options($mdb, dbname => $mdb_db) ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER m OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER s FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($sqlite) ]});
+	@{[ pg_shard_server($pga, 'a', dbname => 'a') ]}
+	@{[ pg_shard_server($pgb, 'b', dbname => 'b', options => { connect_timeout => 2 }) ]}
+	@{[ pg_shard_server($pga, 'c', dbname => 'c') ]}
+	@{[ mysql_shard_server($mdb, 'm', dbname => $mdb_db) ]}
+	@{[ sqlite_shard_server('s', $sqlite) ]}
 	SELECT collegedb.add_shard(x) FROM unnest(ARRAY['a', 'b', 'c', 'm', 's']) AS x;
 	SELECT collegedb.topology_define_channel('limits');
 	SELECT collegedb.topology_define_channel('flags', 'read');
@@ -499,8 +494,7 @@ note sprintf 'member down and back: %.1f s', time - $t0;
 {
 	$pga->safe_psql('postgres', 'CREATE DATABASE d');
 	$front->safe_psql('postgres', qq{
-		CREATE SERVER d FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pga, dbname => 'd') ]});
-		CREATE USER MAPPING FOR PUBLIC SERVER d OPTIONS (user 'postgres');
+		@{[ pg_shard_server($pga, 'd', dbname => 'd') ]}
 		SELECT collegedb.add_shard('d');});
 	$pga->safe_psql('d', 'DROP TABLE collegedb_topology, collegedb_topology_state');
 	my $off = -s $front->logfile;

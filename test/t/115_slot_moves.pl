@@ -44,12 +44,9 @@ my $sqlite = sqlite_dir() . '/l.db';
 
 $front->safe_psql(
 	'postgres', qq{
-	CREATE SERVER p FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pg, dbname => 'p') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER p OPTIONS (user 'postgres');
-	CREATE SERVER m FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ mysql_server_options($mdb, dbname => $mydb) ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER m OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER l FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ sqlite_server_options($sqlite) ]}, busy_timeout '10000');
+	@{[ pg_shard_server($pg, 'p', dbname => 'p') ]}
+	@{[ mysql_shard_server($mdb, 'm', dbname => $mydb) ]}
+	@{[ sqlite_shard_server('l', $sqlite, options => { busy_timeout => 10000 }) ]}
 	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['p', 'm', 'l']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE counters (id VARCHAR(64) PRIMARY KEY, n INTEGER NOT NULL)');
 	SELECT collegedb.register_table('counters', 'id');

@@ -51,14 +51,10 @@ my $sqlite = sqlite_dir() . '/l.db';
 
 $front->safe_psql(
 	'postgres', qq{
-	CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pga, dbname => 'a') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER a OPTIONS (user 'postgres');
-	CREATE SERVER b FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($pgb, dbname => 'b') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER b OPTIONS (user 'postgres');
-	CREATE SERVER m FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ mysql_server_options($mdb, dbname => 'collegedb_m') ]}, connect_timeout '2');
-	CREATE USER MAPPING FOR PUBLIC SERVER m OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER l FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($sqlite) ]}, busy_timeout '10000');
+	@{[ pg_shard_server($pga, 'a', dbname => 'a') ]}
+	@{[ pg_shard_server($pgb, 'b', dbname => 'b') ]}
+	@{[ mysql_shard_server($mdb, 'm', dbname => 'collegedb_m', options => { connect_timeout => 2 }) ]}
+	@{[ sqlite_shard_server('l', $sqlite, options => { busy_timeout => 10000 }) ]}
 	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['a', 'b', 'm', 'l']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE accounts (aid VARCHAR(20) PRIMARY KEY, abalance BIGINT NOT NULL)');
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE tellers (tid VARCHAR(20) PRIMARY KEY, tbalance BIGINT NOT NULL)');

@@ -18,14 +18,10 @@ use CollegeDB::TestHarness;
 
 my $front = front_node('front', extension => 1);
 my $shard = pg_shard_node('shard', conf => { log_statement => 'all' });
-$shard->safe_psql('postgres', 'CREATE DATABASE app');
-$shard->safe_psql('postgres', 'CREATE DATABASE app2');
+add_pg_shards($front, $shard, s => 'app', s2 => 'app2');
 
 $front->safe_psql(
 	'postgres', qq{
-	@{[ pg_shard_servers($shard, s => 'app', s2 => 'app2') ]}
-	SELECT collegedb.add_shard('s');
-	SELECT collegedb.add_shard('s2');
 	SELECT collegedb.run_on_all('CREATE TABLE items (id text PRIMARY KEY, v text)');
 	SELECT collegedb.set_mapping('k1', 's');
 	SELECT collegedb.set_mapping('k2', 's');

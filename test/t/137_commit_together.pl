@@ -22,7 +22,7 @@ my $front = front_node('front', extension => 1);
 my $shard = pg_shard_node('shard',
 	conf => { log_statement => 'all', log_line_prefix => '%m [%p] db=%d app=%a ' });
 my @dbs = map { "app$_" } 1 .. 3;
-$shard->safe_psql('postgres', "CREATE DATABASE $_") for @dbs;
+add_pg_shards($front, $shard, map { ("s$_", $dbs[$_ - 1]) } 1 .. 3);
 
 # gate_touch() is a read to collegedb (a SELECT) that leaves a row whose deferred
 # trigger, at the shard's COMMIT, waits for advisory lock 17 (held by the test)
@@ -42,10 +42,6 @@ for my $db (@dbs)
 
 $front->safe_psql(
 	'postgres', qq{
-	@{[ pg_shard_servers($shard, s1 => 'app1', s2 => 'app2', s3 => 'app3') ]}
-	SELECT collegedb.add_shard('s1');
-	SELECT collegedb.add_shard('s2');
-	SELECT collegedb.add_shard('s3');
 	SELECT collegedb.run_on_all('CREATE TABLE items (id text PRIMARY KEY, v text)');
 	SELECT collegedb.set_mapping('k1', 's2');
 	CREATE TABLE front_log (n int);

@@ -16,14 +16,10 @@ use CollegeDB::TestHarness;
 
 my $front = front_node('front', extension => 1);
 my $shard = pg_shard_node('shard');
-$shard->safe_psql('postgres', 'CREATE DATABASE app');
-$shard->safe_psql('postgres', 'CREATE DATABASE app2');
+add_pg_shards($front, $shard, s => 'app', s2 => 'app2');
 
 $front->safe_psql(
 	'postgres', qq{
-	@{[ pg_shard_servers($shard, s => 'app', s2 => 'app2') ]}
-	SELECT collegedb.add_shard('s');
-	SELECT collegedb.add_shard('s2');
 	SELECT collegedb.run_on_all('CREATE TABLE items (k text, i int, n int, PRIMARY KEY (k, i))');
 	SELECT collegedb.set_mapping('a', 's'), collegedb.set_mapping('b', 's2');
 	CREATE FOREIGN TABLE items (k text, i int, n int) SERVER collegedb OPTIONS (key_column 'k');

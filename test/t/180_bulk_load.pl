@@ -28,18 +28,16 @@ my $rows = $ENV{COLLEGEDB_BULK_ROWS} // 200_000;
 
 my $front = front_node('front', extension => 1);
 my $pg    = pg_shard_node('p', conf => { max_locks_per_transaction => 64, log_statement => 'none' });
-$pg->safe_psql('postgres', 'CREATE DATABASE app');
+add_pg_shards($front, $pg, p => 'app');
 my $mdb    = start_mariadb();
 my $mdbname = mysql_database($mdb);
 my $sqlite = sqlite_dir() . '/l.db';
 
 $front->safe_psql(
 	'postgres', qq{
-	@{[ pg_shard_servers($pg, p => 'app') ]}
-	CREATE SERVER m FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ mysql_server_options($mdb, dbname => $mdbname) ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER m OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER l FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ sqlite_server_options($sqlite) ]}, busy_timeout '10000');
-	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['p', 'm', 'l']) AS s;
+	@{[ mysql_shard_server($mdb, 'm', dbname => $mdbname) ]}
+	@{[ sqlite_shard_server('l', $sqlite, options => { busy_timeout => 10000 }) ]}
+	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['m', 'l']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE items (id INT PRIMARY KEY, grp INT, v INT, pad VARCHAR(100))');
 	SELECT collegedb.register_table('items', 'id');
 	CREATE FOREIGN TABLE items (id int, grp int, v int, pad text) SERVER collegedb OPTIONS (key_column 'id');

@@ -55,12 +55,9 @@ $mdb->query('CREATE DATABASE collegedb_bank', database => 'mysql');
 my $sqlite = sqlite_dir() . '/l1.db';
 
 $front->safe_psql(
-	'postgres', pg_shard_servers($pg, p1 => 'p1', p2 => 'p2') . qq{
-	CREATE SERVER m1 FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ mysql_server_options($mdb, dbname => 'collegedb_bank') ]}, connect_timeout '2');
-	CREATE USER MAPPING FOR PUBLIC SERVER m1 OPTIONS (@{[ mysql_user_mapping_options($mdb) ]});
-	CREATE SERVER l1 FOREIGN DATA WRAPPER collegedb
-	  OPTIONS (@{[ sqlite_server_options($sqlite) ]}, busy_timeout '5000');
+	'postgres', pg_shard_servers($pg, p1 => 'p1', p2 => 'p2')
+	  . mysql_shard_server($mdb, 'm1', dbname => 'collegedb_bank', options => { connect_timeout => 2 })
+	  . sqlite_shard_server('l1', $sqlite, options => { busy_timeout => 5000 }) . qq{
 	SELECT collegedb.add_shard(s) FROM unnest(ARRAY['p1', 'p2', 'm1', 'l1']) AS s;
 	SELECT count(*) FROM collegedb.run_on_all(
 	  'CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance BIGINT NOT NULL)');

@@ -36,6 +36,16 @@ CollegeDB::TestHarness - start a collegedb front and its shard servers in TAP te
   });
   ok(poll_until($front, 'SELECT count(*) FROM collegedb.jobs', '0', 30));
 
+A fleet in fewer words: databases s1 and s2 of C<$pg> as shards, then a MariaDB and a
+SQLite shard beside them:
+
+  my $front = front_node('front', extension => 1);
+  add_pg_shards($front, $pg, s1 => 's1', s2 => 's2');
+  $front->safe_psql('postgres',
+      mysql_shard_server($mdb, 'm', dbname => $db, options => { connect_timeout => 2 })
+        . sqlite_shard_server('l', $file)
+        . q{SELECT collegedb.add_shard(s) FROM unnest(ARRAY['m', 'l']) AS s;});
+
 =head1 DESCRIPTION
 
 The TAP tests run as the postgres user (PostgreSQL refuses root), so they cannot start
@@ -90,10 +100,14 @@ our @EXPORT = qw(
   wait_for_backend_type
   sql_literal
   pg_server_options
+  pg_shard_server
   pg_shard_servers
   mysql_server_options
   sqlite_server_options
   mysql_user_mapping_options
+  mysql_shard_server
+  sqlite_shard_server
+  add_pg_shards
   sqlstate_of
   psql_outcome
   bg_session
@@ -476,6 +490,13 @@ The OPTIONS list of C<CREATE SERVER ... FOREIGN DATA WRAPPER collegedb> for a Po
 shard on cluster C<$node>: dialect, host (its socket dir), port, dbname (C<dbname>
 option, default postgres).
 
+=item pg_shard_server($node, $server, %opts)
+
+The SQL that creates collegedb server C<$server> on database C<dbname> (option,
+default postgres) of C<$node> and a user mapping for PUBLIC as user postgres.
+C<options>, a hash of more server options (C<< { connect_timeout => 2 } >>), are added
+to the server's.
+
 =item pg_shard_servers($node, server => dbname, ...)
 
 The SQL that creates, for each pair, a collegedb server on database C<dbname> of
@@ -494,6 +515,25 @@ The same for a SQLite file: dialect sqlite, database.
 
 The OPTIONS list of C<CREATE USER MAPPING> for the MariaDB test user.
 
+=item mysql_shard_server($mdb, $server, %opts)
+
+The SQL that creates collegedb server C<$server> on the MariaDB server C<$mdb>
+(mysql_server_options; C<dbname> option, default the object's database) and a user
+mapping for PUBLIC as the test user.  C<options>, a hash of more server options
+(C<< { connect_timeout => 2 } >>), are added to the server's.
+
+=item sqlite_shard_server($server, $file, %opts)
+
+The SQL that creates collegedb server C<$server> on SQLite file C<$file>, with the
+server options of C<options> as for mysql_shard_server.
+
+=item add_pg_shards($front, $node, server => dbname, ...)
+
+Builds a fleet of Postgres shards on one cluster: for each pair, in the order given,
+creates database C<dbname> on C<$node>, then in database postgres of C<$front> the
+server and user mapping of pg_shard_servers, and adds each server as a shard
+(collegedb.add_shard).  The front must have the extension.
+
 =back
 
 =cut
@@ -508,15 +548,22 @@ sub pg_server_options
 	  'dbname ' . sql_literal($opts{dbname} // 'postgres');
 }
 
+sub pg_shard_server
+{
+	my ($node, $server, %opts) = @_;
+	return "CREATE SERVER $server FOREIGN DATA WRAPPER collegedb OPTIONS ("
+	  . pg_server_options($node, dbname => $opts{dbname})
+	  . _more_options($opts{options}) . ");\n"
+	  . "CREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS (user 'postgres');\n";
+}
+
 sub pg_shard_servers
 {
 	my ($node, @pairs) = @_;
 	my $sql = '';
 	while (my ($server, $db) = splice(@pairs, 0, 2))
 	{
-		$sql .= "CREATE SERVER $server FOREIGN DATA WRAPPER collegedb OPTIONS ("
-		  . pg_server_options($node, dbname => $db) . ");\n"
-		  . "CREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS (user 'postgres');\n";
+		$sql .= pg_shard_server($node, $server, dbname => $db);
 	}
 	return $sql;
 }
@@ -535,6 +582,46 @@ sub sqlite_server_options
 {
 	my ($file) = @_;
 	return "dialect 'sqlite', database " . sql_literal($file);
+}
+
+# " name 'value'" for each of the options %$options, sorted, after a comma
+sub _more_options
+{
+	my ($options) = @_;
+	return join '', map { ", $_ " . sql_literal($options->{$_}) } sort keys %{ $options // {} };
+}
+
+sub mysql_shard_server
+{
+	my ($mdb, $server, %opts) = @_;
+	return "CREATE SERVER $server FOREIGN DATA WRAPPER collegedb OPTIONS ("
+	  . mysql_server_options($mdb, %opts)
+	  . _more_options($opts{options}) . ");\n"
+	  . "CREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS ("
+	  . mysql_user_mapping_options($mdb) . ");\n";
+}
+
+sub sqlite_shard_server
+{
+	my ($server, $file, %opts) = @_;
+	return "CREATE SERVER $server FOREIGN DATA WRAPPER collegedb OPTIONS ("
+	  . sqlite_server_options($file)
+	  . _more_options($opts{options}) . ");\n";
+}
+
+sub add_pg_shards
+{
+	my ($front, $node, @pairs) = @_;
+	my @servers;
+	for (my $i = 0; $i < @pairs; $i += 2)
+	{
+		$node->safe_psql('postgres', "CREATE DATABASE $pairs[$i + 1]");
+		push @servers, $pairs[$i];
+	}
+	$front->safe_psql('postgres',
+		pg_shard_servers($node, @pairs)
+		  . join('', map { "SELECT collegedb.add_shard('$_');\n" } @servers));
+	return;
 }
 
 sub mysql_user_mapping_options
