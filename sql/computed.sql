@@ -140,6 +140,39 @@ SELECT try($$INSERT INTO collegedb.epoch (epoch, shards) SELECT max(epoch) + 1, 
 SELECT try($$INSERT INTO collegedb.epoch (epoch, shards) SELECT max(epoch) + 1, '{db-b,db-a}' FROM collegedb.epoch$$);
 SELECT try($$INSERT INTO collegedb.epoch (epoch, shards) SELECT max(epoch) + 1, '{db-a,db-a}' FROM collegedb.epoch$$);
 SELECT try($$INSERT INTO collegedb.epoch (epoch, shards) VALUES (0, '{db-a}')$$);
+-- a multi-row INSERT through a sharded foreign table batches its rows per
+-- computed owner, and looks up the batch's exceptions in one statement: a
+-- key with an exception gets its rows where the exception says
+SELECT count(*) FROM collegedb.run_on_all('CREATE TABLE events (id TEXT, n INTEGER)');
+CREATE FOREIGN TABLE events (id text, n int) SERVER collegedb OPTIONS (key_column 'id');
+SELECT 'ev-' || i AS excepted,
+       collegedb.rendezvous_owner('ev-' || i, ARRAY['db-a', 'db-b', 'db-c', 'db-d']) AS owner
+  FROM generate_series(1, 100) AS i
+ WHERE collegedb.rendezvous_owner('ev-' || i, ARRAY['db-a', 'db-b', 'db-c'])
+     = collegedb.rendezvous_owner('ev-' || i, ARRAY['db-a', 'db-b', 'db-c', 'db-d'])
+ ORDER BY i LIMIT 1 \gset
+SELECT CASE WHEN :'owner' = 'db-a' THEN 'db-b' ELSE 'db-a' END AS exception_shard \gset
+SELECT collegedb.set_mapping(:'excepted', :'exception_shard') IS NOT NULL AS excepted;
+INSERT INTO events SELECT 'ev-' || (i % 100 + 1), i FROM generate_series(1, 1000) AS i;
+SELECT count(*) AS on_exception_shard
+  FROM collegedb.all_on_shard(:'exception_shard', format('SELECT id FROM events WHERE id = %L', :'excepted'));
+SELECT count(*) AS on_computed_owner
+  FROM collegedb.all_on_shard(:'owner', format('SELECT id FROM events WHERE id = %L', :'excepted'));
+-- every other key's rows are on its newest owner (one candidate) or on one of its
+-- epochs' owners (several: each such row goes by itself, probing them)
+SELECT count(*) AS rows, count(DISTINCT r->>'id') AS keys
+  FROM unnest(ARRAY['db-a', 'db-b', 'db-c', 'db-d']) AS s,
+       collegedb.all_on_shard(s, 'SELECT id FROM events') AS r;
+SELECT count(*) AS misplaced
+  FROM unnest(ARRAY['db-a', 'db-b', 'db-c', 'db-d']) AS s,
+       collegedb.all_on_shard(s, 'SELECT id FROM events') AS r
+ WHERE r->>'id' <> :'excepted'
+   AND s NOT IN (collegedb.rendezvous_owner(r->>'id', ARRAY['db-a', 'db-b', 'db-c']),
+                 collegedb.rendezvous_owner(r->>'id', ARRAY['db-a', 'db-b', 'db-c', 'db-d']));
+SELECT collegedb.delete_mapping(:'excepted');
+DROP FOREIGN TABLE events;
+SELECT count(*) FROM collegedb.run_on_all('DROP TABLE events');
+
 -- a shard that epochs place keys on is not dropped without force
 SELECT try($$SELECT collegedb.drop_shard('db-d')$$);
 

@@ -39,6 +39,8 @@
 
 static SPIPlanPtr insert_plan = NULL;
 static SPIPlanPtr insert_many_plan = NULL;
+static SPIPlanPtr find_many_plan = NULL;
+static SPIPlanPtr any_plan = NULL;
 
 /* a key MappingInsertMany inserted, and its shard */
 typedef struct CdSavedKey
@@ -102,6 +104,76 @@ MappingFind(const char *stored_key, char *shard)
 }
 
 /*
+ * shards_by_key returns the (key, shard) rows of a statement as a hash
+ * table by stored key (CdSavedKey entries), in the current memory context.
+ */
+static HTAB *
+shards_by_key(const CdCatalogRows *rows)
+{
+	HASHCTL		ctl;
+	HTAB	   *hash;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(CdSavedKey);
+	ctl.hash = string_ptr_hash;
+	ctl.match = string_ptr_match;
+	ctl.hcxt = CurrentMemoryContext;
+	hash = hash_create("collegedb shards by key", Max(rows->count, 16), &ctl,
+					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	for (uint64 r = 0; r < rows->count; r++)
+	{
+		char	   *key = CatalogText(rows, r, 1);
+		CdSavedKey *entry = hash_search(hash, &key, HASH_ENTER, NULL);
+
+		entry->shard = CatalogText(rows, r, 2);
+	}
+	return hash;
+}
+
+/*
+ * MappingFindMany looks n stored keys up in one statement: shards (n times
+ * NAMEDATALEN bytes) gets each one's shard name, or "" when it has no
+ * mapping.
+ */
+void
+MappingFindMany(int n, char *const *stored_keys, char *shards)
+{
+	Datum	   *keys = palloc(sizeof(Datum) * n);
+	Oid			types[1] = {TEXTARRAYOID};
+	Datum		args[1];
+	CdCatalogRows rows;
+	HTAB	   *found;
+
+	/*
+	 * Under computed placement the table holds only the exceptions, which
+	 * are few, and often none: then one probe answers for every key.
+	 */
+	if (CatalogExecPlan(&any_plan, "SELECT 1 FROM collegedb.mapping LIMIT 1",
+						0, NULL, NULL, NULL, false, NULL) == 0)
+	{
+		for (int i = 0; i < n; i++)
+			shards[i * NAMEDATALEN] = '\0';
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		keys[i] = CStringGetTextDatum(stored_keys[i]);
+	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	(void) CatalogExecPlan(&find_many_plan,
+						   "SELECT key, shard FROM collegedb.mapping WHERE key = ANY ($1::text[])",
+						   1, types, args, NULL, false, &rows);
+	found = shards_by_key(&rows);
+	for (int i = 0; i < n; i++)
+	{
+		char	   *key = stored_keys[i];
+		CdSavedKey *entry = hash_search(found, &key, HASH_FIND, NULL);
+
+		strlcpy(shards + i * NAMEDATALEN, entry ? entry->shard : "", NAMEDATALEN);
+	}
+	hash_destroy(found);
+}
+
+/*
  * MappingInsert saves the mapping stored_key -> shard in the current
  * transaction, unless the key already has one; either way 'owner' gets
  * the shard the key now maps to.  This is the allocation's rule: the first
@@ -139,7 +211,6 @@ MappingInsertMany(int n, char *const *stored_keys, const char *const *shards, ch
 	Oid			types[2] = {TEXTARRAYOID, TEXTARRAYOID};
 	Datum		args[2];
 	CdCatalogRows rows;
-	HASHCTL		ctl;
 	HTAB	   *saved;
 
 	for (int i = 0; i < n; i++)
@@ -156,22 +227,7 @@ MappingInsertMany(int n, char *const *stored_keys, const char *const *shards, ch
 						   2, types, args, NULL, false, &rows);
 
 	/* what the statement inserted, by stored key */
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(char *);
-	ctl.entrysize = sizeof(CdSavedKey);
-	ctl.hash = string_ptr_hash;
-	ctl.match = string_ptr_match;
-	ctl.hcxt = CurrentMemoryContext;
-	saved = hash_create("collegedb saved keys", Max(rows.count, 16), &ctl,
-						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
-	for (uint64 r = 0; r < rows.count; r++)
-	{
-		char	   *key = CatalogText(&rows, r, 1);
-		bool		found;
-		CdSavedKey *entry = hash_search(saved, &key, HASH_ENTER, &found);
-
-		entry->shard = CatalogText(&rows, r, 2);
-	}
+	saved = shards_by_key(&rows);
 	for (int i = 0; i < n; i++)
 	{
 		char	   *key = stored_keys[i];

@@ -50,6 +50,17 @@
 #include "remote/tombstones.h"
 #include "router/router.h"
 
+/*
+ * What the batch still has to learn of a row's key before it is sent:
+ * nothing (its mapping or its one computed owner was read), that it is
+ * new (its mapping is saved with the batch's: RouterSaveNewKeys), or,
+ * under computed placement, whether it has an exception that sends it
+ * elsewhere (looked up with the batch's: RouterFindExceptions).
+ */
+#define ROW_KEY_KNOWN		0
+#define ROW_KEY_NEW			1
+#define ROW_KEY_UNCHECKED	2
+
 /* the rows buffered for one shard */
 typedef struct FdwShardBatch
 {
@@ -60,8 +71,8 @@ typedef struct FdwShardBatch
 	CdParam    *params;			/* max_rows * ncols */
 	char	  **keys;			/* NULL for a shard's own table */
 	int		   *key_lens;
-	bool	   *is_new;			/* the key's mapping is to be saved */
-	int			nnew;
+	char	   *kind;			/* each row's key: ROW_KEY_* */
+	int			nnew;			/* rows whose kind is not ROW_KEY_KNOWN */
 	MemoryContext values;		/* the rows' values; reset after each send */
 
 	/*
@@ -73,7 +84,7 @@ typedef struct FdwShardBatch
 	CdParam    *sent_params;
 	char	  **sent_keys;
 	int		   *sent_key_lens;
-	bool	   *sent_is_new;
+	char	   *sent_kind;
 	MemoryContext sent_values;
 } FdwShardBatch;
 
@@ -382,7 +393,7 @@ batch_keep_sent(FdwShardBatch *b)
 	SWAP(CdParam *, b->params, b->sent_params);
 	SWAP(char **, b->keys, b->sent_keys);
 	SWAP(int *, b->key_lens, b->sent_key_lens);
-	SWAP(bool *, b->is_new, b->sent_is_new);
+	SWAP(char *, b->kind, b->sent_kind);
 	SWAP(MemoryContext, b->values, b->sent_values);
 #undef SWAP
 }
@@ -413,7 +424,7 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 	if (b->nrows == 1 && b->keys)
 	{
 		/* one row: the guarded write of a single row, one round trip */
-		if (b->nnew > 0)
+		if (b->kind[0] == ROW_KEY_NEW)
 		{
 			const CdShard *owner;
 
@@ -426,25 +437,35 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 	elsewhere = palloc(sizeof(int) * b->nrows);
 	if (b->nnew > 0)
 	{
-		char	  **keys = palloc(sizeof(char *) * b->nnew);
-		int		   *lens = palloc(sizeof(int) * b->nnew);
+		char	  **keys = palloc(sizeof(char *) * b->nnew * 2);
+		int		   *lens = palloc(sizeof(int) * b->nnew * 2);
 		const CdShard **picked = palloc(sizeof(CdShard *) * b->nnew);
-		const CdShard **owners = palloc(sizeof(CdShard *) * b->nnew);
-		int			n = 0;
+		const CdShard **owners = palloc(sizeof(CdShard *) * b->nnew * 2);
+		int			nn = 0;
+		int			nu = 0;
 
+		/* new keys first in the arrays, unchecked ones from b->nnew on */
 		for (int r = 0; r < b->nrows; r++)
 		{
-			if (!b->is_new[r])
+			int			i;
+
+			if (b->kind[r] == ROW_KEY_KNOWN)
 				continue;
-			keys[n] = b->keys[r];
-			lens[n] = b->key_lens[r];
-			picked[n++] = b->shard;
+			i = b->kind[r] == ROW_KEY_NEW ? nn++ : b->nnew + nu++;
+			keys[i] = b->keys[r];
+			lens[i] = b->key_lens[r];
+			if (b->kind[r] == ROW_KEY_NEW)
+				picked[i] = b->shard;
 		}
-		RouterSaveNewKeys(n, keys, lens, picked, owners);
-		n = 0;
+		RouterSaveNewKeys(nn, keys, lens, picked, owners);
+		RouterFindExceptions(nu, keys + b->nnew, lens + b->nnew, owners + b->nnew);
+		nn = nu = 0;
 		for (int r = 0; r < b->nrows; r++)
 		{
-			if (b->is_new[r] && owners[n++] != b->shard)
+			const CdShard *owner = b->kind[r] == ROW_KEY_NEW ? owners[nn++] :
+				b->kind[r] == ROW_KEY_UNCHECKED ? owners[b->nnew + nu++] : NULL;
+
+			if (owner != NULL && owner != b->shard)
 				elsewhere[nelsewhere++] = r;
 			else
 				rows[nrows++] = r;
@@ -540,10 +561,10 @@ shard_batch(FdwInsertState *st, const CdShard *shard)
 	{
 		b->keys = palloc(sizeof(char *) * b->max_rows);
 		b->key_lens = palloc(sizeof(int) * b->max_rows);
-		b->is_new = palloc(sizeof(bool) * b->max_rows);
+		b->kind = palloc(sizeof(char) * b->max_rows);
 		b->sent_keys = palloc(sizeof(char *) * b->max_rows);
 		b->sent_key_lens = palloc(sizeof(int) * b->max_rows);
-		b->sent_is_new = palloc(sizeof(bool) * b->max_rows);
+		b->sent_kind = palloc(sizeof(char) * b->max_rows);
 	}
 	b->values = AllocSetContextCreate(st->batch_context, "collegedb insert batch values",
 									  ALLOCSET_DEFAULT_SIZES);
@@ -559,7 +580,7 @@ shard_batch(FdwInsertState *st, const CdShard *shard)
  * reuses), and sends the batch when it is full.
  */
 static void
-batch_add(FdwInsertState *st, const CdShard *shard, const char *key, bool is_new,
+batch_add(FdwInsertState *st, const CdShard *shard, const char *key, char kind,
 		  const CdParam *params)
 {
 	FdwShardBatch *b = shard_batch(st, shard);
@@ -583,8 +604,8 @@ batch_add(FdwInsertState *st, const CdShard *shard, const char *key, bool is_new
 	{
 		b->key_lens[b->nrows] = strlen(key);
 		b->keys[b->nrows] = pstrdup(key);
-		b->is_new[b->nrows] = is_new;
-		b->nnew += is_new ? 1 : 0;
+		b->kind[b->nrows] = kind;
+		b->nnew += kind != ROW_KEY_KNOWN ? 1 : 0;
 		b->bytes += b->key_lens[b->nrows];
 	}
 	b->nrows++;
@@ -605,6 +626,7 @@ insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 	char	   *key = row_params(st, rinfo, slot, params);
 	CdRoute		route;
 	bool		is_new;
+	bool		unchecked;
 
 	if (st->table->shard == NULL)
 		ensure_key(st, rinfo, key);
@@ -612,7 +634,7 @@ insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 		return send_row(st, key, params) > 0 || !st->do_nothing;
 	if (st->table->shard)
 	{
-		batch_add(st, ShardLookup(st->table->shard), NULL, false, params);
+		batch_add(st, ShardLookup(st->table->shard), NULL, ROW_KEY_KNOWN, params);
 		return true;
 	}
 
@@ -622,13 +644,14 @@ insert_row(FdwInsertState *st, ResultRelInfo *rinfo, TupleTableSlot *slot)
 	 * commits or rolls back with the rows), or its one computed owner.  A key with several candidates (under several
 	 * epochs, a slot that moves) goes by itself, probing them first.
 	 */
-	route = RouterResolveBatched(key, strlen(key), &is_new);
+	route = RouterResolveBatched(key, strlen(key), &is_new, &unchecked);
 	if (route.ncandidates != 1 || (route.source == CD_ROUTE_SLOT && RecoveryInProgress()))
 	{
 		(void) send_row(st, key, params);
 		return true;
 	}
-	batch_add(st, route.shard, key, is_new, params);
+	batch_add(st, route.shard, key,
+			  is_new ? ROW_KEY_NEW : unchecked ? ROW_KEY_UNCHECKED : ROW_KEY_KNOWN, params);
 	return true;
 }
 

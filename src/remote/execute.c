@@ -646,17 +646,6 @@ RemoteExecuteInternal(const CdShard *shard, const char *sql, int nparams,
 }
 
 /*
- * RemoteCommitNow commits the current transaction's work on 'shard' at
- * once, before the front commits: a mover needs the target's copy durable
- * before it deletes the source's rows.
- */
-void
-RemoteCommitNow(const CdShard *shard)
-{
-	ConnectionCommitNow(ConnectionGet(shard));
-}
-
-/*
  * RemoteTry runs fn(arg) in an internal subtransaction, for a caller that
  * goes on after a failure: true when fn returned; otherwise the
  * subtransaction is rolled back (and with it the shards' part, back to

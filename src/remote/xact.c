@@ -189,6 +189,17 @@ ConnectionCommitNow(CdConnection *conn)
 }
 
 /*
+ * RemoteCommitNow commits the current transaction's work on 'shard' at
+ * once, before the front commits: a mover needs the target's copy durable
+ * before it deletes the source's rows.
+ */
+void
+RemoteCommitNow(const CdShard *shard)
+{
+	ConnectionCommitNow(ConnectionGet(shard));
+}
+
+/*
  * ConnectionUndoGuard cleans up after a guard found the key moved: a
  * pipelined guard (guard_setup) aborted the remote transaction (or, when it
  * was open before, the guard's savepoint), which is undone here; after a

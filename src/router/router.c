@@ -71,7 +71,8 @@ static MemoryContext cache_context = NULL;
 static HTAB *mapping_cache = NULL;
 static bool saved_in_xact = false;
 
-static CdRoute resolve(const char *key, int key_len, bool for_write, bool save, bool *defer);
+static CdRoute resolve(const char *key, int key_len, bool for_write, bool save, bool *defer,
+					   bool *unchecked);
 
 uint64		RouterCacheHits = 0;
 uint64		RouterCacheMisses = 0;
@@ -434,7 +435,7 @@ narrow_to_moving_source(CdRoute *route, const char *stored)
 CdRoute
 RouterResolve(const char *key, int key_len, bool for_write, bool save)
 {
-	return resolve(key, key_len, for_write, save, NULL);
+	return resolve(key, key_len, for_write, save, NULL, NULL);
 }
 
 /*
@@ -446,10 +447,11 @@ RouterResolve(const char *key, int key_len, bool for_write, bool save)
  * sends their rows.
  */
 CdRoute
-RouterResolveBatched(const char *key, int key_len, bool *is_new)
+RouterResolveBatched(const char *key, int key_len, bool *is_new, bool *unchecked)
 {
 	*is_new = false;
-	return resolve(key, key_len, true, true, is_new);
+	*unchecked = false;
+	return resolve(key, key_len, true, true, is_new, unchecked);
 }
 
 /*
@@ -492,6 +494,33 @@ RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 }
 
 /*
+ * RouterFindExceptions looks up, under computed placement, the exceptions
+ * of n keys that RouterResolveBatched left unchecked, in one statement
+ * (MappingFindMany): owners[i] is the shard key i lives on instead of its
+ * computed owner, or NULL.  A row whose key has one goes there instead.
+ */
+void
+RouterFindExceptions(int n, char *const *keys, const int *key_lens, const CdShard **owners)
+{
+	char	  **stored;
+	char	   *names;
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+
+	if (n == 0)
+		return;
+	stored = palloc(sizeof(char *) * n);
+	names = palloc(NAMEDATALEN * n);
+	for (int i = 0; i < n; i++)
+	{
+		digest_key(keys[i], key_lens[i], digest);
+		stored[i] = stored_form(keys[i], key_lens[i], digest);
+	}
+	MappingFindMany(n, stored, names);
+	for (int i = 0; i < n; i++)
+		owners[i] = names[i * NAMEDATALEN] ? ShardLookup(names + i * NAMEDATALEN) : NULL;
+}
+
+/*
  * placement_needs_no_probe says whether a batched write may place a key
  * without first reading its mapping: when the write strategy's pick
  * depends on the key and the shard list alone (hash, jump; no eligibility
@@ -520,20 +549,25 @@ placement_needs_no_probe(const CdConfig *config)
 
 /*
  * resolve is RouterResolve; with 'defer' (a batched write), a new key's
- * mapping is not saved but *defer set (RouterResolveBatched).
+ * mapping is not saved but *defer set, and under computed placement the
+ * key's exception is not looked up but *unchecked set
+ * (RouterResolveBatched).
  */
 static CdRoute
-resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
+resolve(const char *key, int key_len, bool for_write, bool save, bool *defer,
+		bool *unchecked)
 {
 	const CdConfig *config = ConfigGet();
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	char		buf[NAMEDATALEN];
 	const char *name;
 	CdRoute		route;
+	bool		probe;
 
 	digest_key(key, key_len, digest);
-	name = find_mapping(key, key_len, digest, buf, defer == NULL,
-						defer == NULL || !placement_needs_no_probe(config));
+	probe = defer == NULL ||
+		(config->computed ? unchecked == NULL : !placement_needs_no_probe(config));
+	name = find_mapping(key, key_len, digest, buf, defer == NULL, probe);
 	if (name != NULL)
 		return single_route(ShardLookup(name),
 							config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
@@ -551,6 +585,8 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer)
 		if (route.ncandidates > 1 && AnyRegisteredTable())
 			narrow_to_moving_source(&route, stored_form(key, key_len, digest));
 		route.shard = route.candidates[0];
+		if (!probe)
+			*unchecked = true;
 		return route;
 	}
 

@@ -53,7 +53,10 @@ extern uint64 RouterSharedHits;
 extern uint64 RouterSharedMisses;
 
 extern CdRoute RouterResolve(const char *key, int key_len, bool for_write, bool save);
-extern CdRoute RouterResolveBatched(const char *key, int key_len, bool *is_new);
+extern CdRoute RouterResolveBatched(const char *key, int key_len, bool *is_new,
+									 bool *unchecked);
+extern void RouterFindExceptions(int n, char *const *keys, const int *key_lens,
+								 const CdShard **owners);
 extern int64 RouterMapKeysInPlace(void);
 extern void RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 							  const CdShard *const *picked, const CdShard **owners);
