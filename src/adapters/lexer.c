@@ -373,10 +373,11 @@ LexerScan(const char *sql, const CdLexerRules *rules, StringInfo out,
  * The last statement text each dialect classified, and its shape: a routed
  * call classifies its statement once to know whether it writes and again
  * before it sends it, and an application sends the same texts again and
- * again, so the second scan of a text is a comparison.  Texts longer than
- * SCAN_MEMO_MAX are scanned every time.
+ * again, so the second scan of a text is a comparison.  A bulk load's
+ * batches repeat one INSERT of a thousand rows' placeholders (tens of
+ * kilobytes).  Texts longer than SCAN_MEMO_MAX are scanned every time.
  */
-#define SCAN_MEMO_MAX 8192
+#define SCAN_MEMO_MAX (512 * 1024)
 
 typedef struct ScanMemo
 {

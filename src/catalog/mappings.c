@@ -132,6 +132,16 @@ shards_by_key(const CdCatalogRows *rows)
 }
 
 /*
+ * MappingAny says whether the mapping table has a row (a new snapshot).
+ */
+bool
+MappingAny(void)
+{
+	return CatalogExecPlan(&any_plan, "SELECT 1 FROM collegedb.mapping LIMIT 1",
+						   0, NULL, NULL, NULL, false, NULL) > 0;
+}
+
+/*
  * MappingFindMany looks n stored keys up in one statement: shards (n times
  * NAMEDATALEN bytes) gets each one's shard name, or "" when it has no
  * mapping.
@@ -145,17 +155,6 @@ MappingFindMany(int n, char *const *stored_keys, char *shards)
 	CdCatalogRows rows;
 	HTAB	   *found;
 
-	/*
-	 * Under computed placement the table holds only the exceptions, which
-	 * are few, and often none: then one probe answers for every key.
-	 */
-	if (CatalogExecPlan(&any_plan, "SELECT 1 FROM collegedb.mapping LIMIT 1",
-						0, NULL, NULL, NULL, false, NULL) == 0)
-	{
-		for (int i = 0; i < n; i++)
-			shards[i * NAMEDATALEN] = '\0';
-		return;
-	}
 	for (int i = 0; i < n; i++)
 		keys[i] = CStringGetTextDatum(stored_keys[i]);
 	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));

@@ -19,6 +19,7 @@ typedef struct CdMappingCount
 } CdMappingCount;
 
 extern bool MappingFind(const char *stored_key, char *shard);
+extern bool MappingAny(void);
 extern void MappingFindMany(int n, char *const *stored_keys, char *shards);
 extern void MappingInsert(const char *stored_key, const char *shard, char *owner);
 extern void MappingInsertMany(int n, char *const *stored_keys, const char *const *shards,

@@ -103,6 +103,19 @@ ValuesArrayLiteral(char *const *texts, const int *lens, int n)
 }
 
 /*
+ * int_text returns an integer's decimal text, palloc'd: what psprintf
+ * would, for the rows of a bulk load, without its formatting.
+ */
+static char *
+int_text(int64 value)
+{
+	char	   *buf = palloc(MAXINT8LEN + 1);
+
+	(void) pg_lltoa(value, buf);
+	return buf;
+}
+
+/*
  * ValuesToParam converts one PostgreSQL value to a CdParam.
  */
 void
@@ -124,19 +137,19 @@ ValuesToParam(Datum value, bool isnull, Oid typid, CdParam *param)
 			break;
 		case INT2OID:
 			param->ival = DatumGetInt16(value);
-			set_text(param, CD_VALUE_INT, psprintf(INT64_FORMAT, param->ival));
+			set_text(param, CD_VALUE_INT, int_text(param->ival));
 			break;
 		case INT4OID:
 			param->ival = DatumGetInt32(value);
-			set_text(param, CD_VALUE_INT, psprintf(INT64_FORMAT, param->ival));
+			set_text(param, CD_VALUE_INT, int_text(param->ival));
 			break;
 		case INT8OID:
 			param->ival = DatumGetInt64(value);
-			set_text(param, CD_VALUE_INT, psprintf(INT64_FORMAT, param->ival));
+			set_text(param, CD_VALUE_INT, int_text(param->ival));
 			break;
 		case OIDOID:
 			param->ival = DatumGetObjectId(value);
-			set_text(param, CD_VALUE_INT, psprintf(INT64_FORMAT, param->ival));
+			set_text(param, CD_VALUE_INT, int_text(param->ival));
 			break;
 		case FLOAT4OID:
 			/* widen through the shortest text, so 0.1::float4 stays 0.1 */

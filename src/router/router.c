@@ -508,6 +508,13 @@ RouterFindExceptions(int n, char *const *keys, const int *key_lens, const CdShar
 
 	if (n == 0)
 		return;
+	if (!MappingAny())
+	{
+		/* the table holds only exceptions, which are few, and often none */
+		for (int i = 0; i < n; i++)
+			owners[i] = NULL;
+		return;
+	}
 	stored = palloc(sizeof(char *) * n);
 	names = palloc(NAMEDATALEN * n);
 	for (int i = 0; i < n; i++)
@@ -562,15 +569,18 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer,
 	char		buf[NAMEDATALEN];
 	const char *name;
 	CdRoute		route;
-	bool		probe;
+	/* a batched computed key's exception is the batch's to look up */
+	bool		exception_later = defer != NULL && unchecked != NULL && config->computed;
 
-	digest_key(key, key_len, digest);
-	probe = defer == NULL ||
-		(config->computed ? unchecked == NULL : !placement_needs_no_probe(config));
-	name = find_mapping(key, key_len, digest, buf, defer == NULL, probe);
-	if (name != NULL)
-		return single_route(ShardLookup(name),
-							config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
+	if (!exception_later)
+	{
+		digest_key(key, key_len, digest);
+		name = find_mapping(key, key_len, digest, buf, defer == NULL,
+							defer == NULL || !placement_needs_no_probe(config));
+		if (name != NULL)
+			return single_route(ShardLookup(name),
+								config->computed ? CD_ROUTE_EXCEPTION : CD_ROUTE_MAPPING);
+	}
 
 	if (config->computed)
 	{
@@ -582,11 +592,11 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer,
 		route.epochs = palloc(sizeof(int) * Max(nshards, 1));
 		route.ncandidates = RouterComputedCandidates(key, key_len, route.candidates,
 													 route.epochs);
-		if (route.ncandidates > 1 && AnyRegisteredTable())
+		if (exception_later)
+			*unchecked = true;
+		else if (route.ncandidates > 1 && AnyRegisteredTable())
 			narrow_to_moving_source(&route, stored_form(key, key_len, digest));
 		route.shard = route.candidates[0];
-		if (!probe)
-			*unchecked = true;
 		return route;
 	}
 
