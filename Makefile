@@ -88,6 +88,7 @@ OBJS = \
 	src/fdw/insert.o \
 	src/fdw/truncate.o \
 	src/fdw/analyze.o \
+	src/fdw/estimate.o \
 	src/fdw/import.o \
 	src/fdw/join_paths.o \
 	src/fdw/modify_keys.o \

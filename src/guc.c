@@ -38,6 +38,7 @@ int			CollegeMoveMaxAttempts = 8;
 int			CollegeMoveBatchKeys = 1000;
 bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
+int			CollegeRemoteEstimateCache = 10000;
 int			CollegeSharedMappingCacheSize = 65536;
 char	   *CollegeTargetRegion = NULL;
 char	   *CollegeTestPauseAfterDelivery = NULL;
@@ -244,6 +245,15 @@ GucInit(void)
 							&CollegeRecoveryInterval,
 							10000, 100, INT_MAX,
 							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.remote_estimate_cache",
+							"Sets how long the shards' own row estimates of a table never ANALYZEd are kept.",
+							"The planner asks each shard of such a table for its statistics; 0 asks at every planning.",
+							&CollegeRemoteEstimateCache,
+							10000, 0, INT_MAX,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

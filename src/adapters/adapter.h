@@ -407,6 +407,16 @@ typedef struct CdConnInfo
  *			 already does (SQLite's database lock).
  * size_sql: statement returning the database's size in bytes as one row
  *			 with one column "size".
+ * row_estimate_sql: (optional) a cheap query of the shard's own statistics
+ *			 of table $1 (in schema $2; NULL: the connection's), never a
+ *			 count of its rows: one row of two columns, the estimated rows
+ *			 (NULL when the shard has no statistics of it) and the table's
+ *			 current size in PostgreSQL-sized pages (NULL when unknown); no
+ *			 row when there is no such table.  The planner sums the shards'
+ *			 answers for a table never ANALYZEd (fdw/estimate.c).
+ *			 row_estimate_probe: (optional) a query whose one row is true
+ *			 when row_estimate_sql can run (SQLite's sqlite_stat1 exists
+ *			 only once the database was analyzed).
  * two_phase_sql, marker_sql: two-phase commit (CdTwoPhaseSql) and the
  *			 last participant's decision marker (CdMarkerSql).
  * key_list_sql: (optional) what stands for a list of keys after the key
@@ -661,6 +671,8 @@ typedef struct CdAdapter
 	const char *primary_key_sql;
 	const char *row_lock_clause;
 	const char *size_sql;
+	const char *row_estimate_sql;
+	const char *row_estimate_probe;
 	const char *key_match;
 	const char *key_in_match;
 	const char *key_list_sql;

@@ -640,6 +640,10 @@ const CdAdapter CdMysqlAdapter = {
 	"WHERE table_schema = COALESCE($2, DATABASE()) AND table_name = $1 "
 	"AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
 	.size_sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS size FROM information_schema.tables WHERE table_schema = DATABASE()",
+	/* InnoDB's table_rows is its own estimate; the pages are not PostgreSQL's */
+	.row_estimate_sql = "SELECT CAST(table_rows AS SIGNED) AS estimate, NULL AS pages "
+	"FROM information_schema.tables "
+	"WHERE table_schema = COALESCE($2, DATABASE()) AND table_name = $1",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
 	.topology_ddl = mysql_topology_ddl,
 	/* assignments run left to right: the value first, compared with the old version */

@@ -827,6 +827,15 @@ const CdAdapter CdPostgresAdapter = {
 	.row_identity_match = "ctid = CAST(%1$s AS tid) AND CAST(%2$s AS bigint) IS NULL",
 	.row_lock_clause = " FOR UPDATE",
 	.size_sql = "SELECT pg_database_size(current_database()) AS size",
+	/* reltuples scaled to the pages the table has now, as the planner does */
+	.row_estimate_sql = "SELECT CASE WHEN c.reltuples < 0 THEN NULL "
+	"WHEN c.relpages > 0 THEN c.reltuples / c.relpages * "
+	"(pg_relation_size(c.oid) / current_setting('block_size')::int) "
+	"ELSE c.reltuples END AS estimate, "
+	"pg_relation_size(c.oid) / current_setting('block_size')::int AS pages "
+	"FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass("
+	"CASE WHEN $2::text IS NULL THEN quote_ident($1::text) "
+	"ELSE quote_ident($2::text) || '.' || quote_ident($1::text) END)",
 	.key_match = "%1$s = $%2$d",
 	.key_list_sql = " = ANY($%d)",
 	.topology_ddl = pg_topology_ddl,

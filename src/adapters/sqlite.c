@@ -584,6 +584,15 @@ const CdAdapter CdSqliteAdapter = {
 	.lock_keys_sql = "SELECT count(*) FROM collegedb_tombstones WHERE shard_key IN (%s)",
 	.lock_keys_item = "$%d",
 	.size_sql = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()",
+	/*
+	 * ANALYZE's sqlite_stat1: a table's row count leads each of its rows;
+	 * without it the default (a count(*) would read the whole table).  A
+	 * table of another attached schema is not looked up.
+	 */
+	.row_estimate_sql = "SELECT max(CAST(stat AS INTEGER)) AS estimate, NULL AS pages "
+	"FROM sqlite_stat1 WHERE tbl = $1 AND $2 IS NULL",
+	.row_estimate_probe = "SELECT count(*) FROM sqlite_master "
+	"WHERE type = 'table' AND name = 'sqlite_stat1'",
 	.key_match = "%1$s = $%2$d COLLATE BINARY",
 	.key_in_match = "%1$s COLLATE BINARY IN (%2$s)",
 	.topology_ddl = sqlite_topology_ddl,

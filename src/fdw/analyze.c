@@ -107,6 +107,7 @@ acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
 		pfree(sql);
 	}
 	MemoryContextDelete(s.record.row_context);
+	FdwForgetRemoteRows(RelationGetRelid(rel));
 
 	*totalrows = s.seen;
 	*totaldeadrows = 0;

@@ -32,6 +32,7 @@ typedef struct CdForeignTable
 	AttrNumber	key_attno;		/* 0 on a shard's own table without key_column */
 	int			natts;
 	char	  **columns;		/* remote name per attribute; NULL if dropped */
+	bool		remote_estimate;	/* option use_remote_estimate (estimate.c) */
 } CdForeignTable;
 
 /* table.c */
@@ -207,6 +208,10 @@ extern void collegedb_exec_truncate(List *rels, DropBehavior behavior, bool rest
 /* join_paths.c */
 extern void FdwAddKeyedJoinPaths(PlannerInfo *root, RelOptInfo *rel, FdwRelInfo *info);
 extern Expr *FdwKeyedJoinValue(ForeignPath *path);
+
+/* estimate.c */
+extern bool FdwRemoteRows(const CdForeignTable *table, double *rows);
+extern void FdwForgetRemoteRows(Oid relid);
 
 /* import.c */
 extern List *collegedb_import_schema(ImportForeignSchemaStmt *stmt, Oid serverOid);

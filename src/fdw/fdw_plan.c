@@ -9,7 +9,9 @@
  * IN ($1, $2, ...) under a generic plan, whose list the scan evaluates at
  * execution) routes the scan to the key's shard(s); without one the scan
  * reaches every shard of the read set.  Of the other quals, those deparse.c can
- * send go to the shards, the rest is evaluated in the front.
+ * send go to the shards, the rest is evaluated in the front.  The rows are
+ * estimated from ANALYZE's statistics (analyze.c), else from the shards'
+ * own (estimate.c), else guessed.
  *
  * UPDATE and DELETE go to the shards whole (direct modification) when
  * every qual and every new value can go there; with key equality they
@@ -119,6 +121,7 @@ void
 collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
 	FdwRelInfo *info = palloc0(sizeof(FdwRelInfo));
+	double		tuples;
 	ListCell   *lc;
 
 	info->table = FdwTableInfo(foreigntableid);
@@ -158,6 +161,12 @@ collegedb_get_rel_size(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntablei
 	else if (baserel->tuples >= 0 && baserel->pages > 0)
 	{
 		/* ANALYZE sampled every shard (analyze.c): its count and statistics */
+		set_baserel_size_estimates(root, baserel);
+	}
+	else if (FdwRemoteRows(info->table, &tuples))
+	{
+		/* never ANALYZEd: the shards' own statistics (estimate.c) */
+		baserel->tuples = tuples;
 		set_baserel_size_estimates(root, baserel);
 	}
 	else

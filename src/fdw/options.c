@@ -41,7 +41,8 @@
 
 PG_FUNCTION_INFO_V1(collegedb_fdw_validator);
 
-static const char *const table_options[] = {"key_column", "table_name", "schema_name", NULL};
+static const char *const table_options[] = {"key_column", "table_name", "schema_name",
+"use_remote_estimate", NULL};
 static const char *const column_options[] = {"column_name", NULL};
 
 static bool
@@ -197,6 +198,7 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 {
 	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
 	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
 
 	switch (catalog)
 	{
@@ -210,7 +212,14 @@ collegedb_fdw_validator(PG_FUNCTION_ARGS)
 
 		case ForeignTableRelationId:
 			ensure_named(options, table_options, "a collegedb foreign table",
-						 "Valid options are key_column, table_name and schema_name.");
+						 "Valid options are key_column, table_name, schema_name and use_remote_estimate.");
+			foreach(lc, options)
+			{
+				DefElem    *def = lfirst(lc);
+
+				if (strcmp(def->defname, "use_remote_estimate") == 0)
+					(void) defGetBoolean(def);	/* rejects what is not a boolean */
+			}
 			break;
 
 		case AttributeRelationId:

@@ -55,6 +55,7 @@ FdwTableInfo(Oid relid)
 
 	table->relid = relid;
 	table->name = RelationGetRelationName(rel);
+	table->remote_estimate = true;
 	foreach(lc, ft->options)
 	{
 		DefElem    *def = lfirst(lc);
@@ -65,6 +66,8 @@ FdwTableInfo(Oid relid)
 			table->schema = defGetString(def);
 		else if (strcmp(def->defname, "key_column") == 0)
 			key_column = defGetString(def);
+		else if (strcmp(def->defname, "use_remote_estimate") == 0)
+			table->remote_estimate = defGetBoolean(def);
 	}
 	(void) ShardServerDialect(server->serverid, &is_shard);
 	if (is_shard)

@@ -51,6 +51,7 @@ extern int	CollegeMoveMaxAttempts;
 extern int	CollegeMoveBatchKeys;
 extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;
+extern int	CollegeRemoteEstimateCache;
 extern int	CollegeSharedMappingCacheSize;
 extern char *CollegeTargetRegion;
 extern char *CollegeTestPauseAfterDelivery;

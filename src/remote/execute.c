@@ -646,6 +646,30 @@ RemoteExecuteInternal(const CdShard *shard, const char *sql, int nparams,
 }
 
 /*
+ * RemoteExecuteAside runs one of collegedb's own reads (a planner's
+ * question, fdw/estimate.c) in the shard's autocommit, beside the front's
+ * transaction: it never opens a remote transaction, also inside a
+ * transaction block or subtransaction, and sends nothing when the shard's
+ * connection has one open (or lost), returning -1.  Otherwise as
+ * RemoteExecuteInternal.
+ */
+int64
+RemoteExecuteAside(const CdShard *shard, const char *sql, int nparams,
+				   const CdParam *params, CdRowSink *sink)
+{
+	CdStatement st;
+	CdConnection *conn;
+
+	StatementPrepare(&st, shard, sql, nparams, params, false, CD_EXEC_INTERNAL);
+	conn = ConnectionGet(shard);
+	if (conn->xact_depth > 0 || conn->doomed || conn->in_flight)
+		return -1;
+	st.autocommit_only = true;
+	st.in_block = false;
+	return execute(&st, sink);
+}
+
+/*
  * RemoteTry runs fn(arg) in an internal subtransaction, for a caller that
  * goes on after a failure: true when fn returned; otherwise the
  * subtransaction is rolled back (and with it the shards' part, back to

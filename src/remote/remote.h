@@ -78,6 +78,8 @@ typedef struct CdStatement CdPendingStatement;
 extern CdPendingStatement *RemoteSend(const CdShard *shard, const char *sql,
 									  int nparams, const CdParam *params);
 extern int64 RemoteAwait(CdPendingStatement *st);
+extern int64 RemoteExecuteAside(const CdShard *shard, const char *sql,
+								int nparams, const CdParam *params, CdRowSink *sink);
 extern bool RemoteStatementWritesOn(const CdShard *shard, const char *sql);
 extern bool RemoteStatementWrites(const CdShard *const *shards, int n, const char *sql);
 extern bool RemoteErrorIsInterrupt(const ErrorData *edata);
