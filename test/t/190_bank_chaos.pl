@@ -218,10 +218,32 @@ for my $s (@clients, @movers)
 {
 	$s->{in} .= "\\q\n";
 }
+# a session whose psql exited (the front restarted under it) leaves its unsent input
+# behind, and IPC::Run calls it pumpable until it is finished: done too
+sub session_exited
+{
+	my ($s) = @_;
+	my $pid = $s->{run}{KIDS}[0]{PID};
+	return 1 unless defined $pid;
+	open(my $fh, '<', "/proc/$pid/stat") or return 1;
+	my $stat = <$fh> // '';
+	close($fh);
+	return $stat =~ /^\d+ \(.*\) Z/ ? 1 : 0;
+}
 my $quit_by = time + 90;
-while (grep { session_poll($_) } @clients, @movers)
+my $noted_slow = 0;
+while (grep { session_poll($_) && !session_exited($_) } @clients, @movers)
 {
 	last if time > $quit_by;
+	if (!$noted_slow && time > $quit_by - 60)
+	{
+		$noted_slow = 1;
+		note 'sessions still at work after 30 s: ',
+		  join(', ', map { $_->{name} } grep { $_->{run}->pumpable && !session_exited($_) } @clients, @movers), "\n",
+		  $front->safe_psql('postgres',
+			q{SELECT pid, state, wait_event_type, wait_event, now() - query_start, left(query, 80)
+			    FROM pg_stat_activity WHERE backend_type <> 'client backend' OR pid <> pg_backend_pid()});
+	}
 	usleep(10_000);
 }
 for my $s (@clients, @movers)
