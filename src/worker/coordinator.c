@@ -265,15 +265,7 @@ collegedb_coordinator_main(Datum arg)
 		MemoryContext old;
 		long		next_delivery;
 
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
-		MemoryContextReset(loop_context);
-		old = MemoryContextSwitchTo(loop_context);
+		old = WorkerLoopTop(loop_context);
 		found = find_work(&moves, &job);
 		if (found == WORK_NO_EXTENSION)
 		{

@@ -207,16 +207,8 @@ collegedb_resolver_main(Datum arg)
 										 ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
-		MemoryContext old;
+		MemoryContext old = WorkerLoopTop(loop_context);
 
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		MemoryContextReset(loop_context);
-		old = MemoryContextSwitchTo(loop_context);
 		if (!still_wanted(coordinator))
 			proc_exit(0);
 		ResolverTick(&state);

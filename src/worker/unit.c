@@ -17,6 +17,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "postmaster/interrupt.h"
 #include "pgstat.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
@@ -124,6 +125,24 @@ WorkerSettleLoop(const char *appname)
 	pgstat_report_appname(appname);
 	SetConfigOption("lock_timeout", "60s", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * WorkerLoopTop begins one turn of a worker's loop: interrupts, a pending
+ * configuration reload, and 'loop_context' emptied and made current (the
+ * context that was is returned, for the turn's end).
+ */
+MemoryContext
+WorkerLoopTop(MemoryContext loop_context)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+	MemoryContextReset(loop_context);
+	return MemoryContextSwitchTo(loop_context);
 }
 
 /*

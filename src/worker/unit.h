@@ -19,6 +19,7 @@ extern ErrorData *WorkerCatchError(MemoryContext context);
 extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
 						   const char *type, const char *name);
 extern void WorkerSettleLoop(const char *appname);
+extern MemoryContext WorkerLoopTop(MemoryContext loop_context);
 extern void WorkerConnect(Oid database, Oid owner);
 
 #endif							/* COLLEGEDB_WORKER_UNIT_H */
