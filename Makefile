@@ -21,6 +21,7 @@ OBJS = \
 	src/adapters/lexer.o \
 	src/adapters/pg.o \
 	src/adapters/pg_connect.o \
+	src/adapters/pg_copy.o \
 	src/adapters/pg_options.o \
 	src/adapters/pg_prepared.o \
 	src/adapters/sqlite.o \

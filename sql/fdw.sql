@@ -138,6 +138,45 @@ COMMIT;
 DROP FOREIGN TABLE odd;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE odd') ORDER BY shard;
 
+-- batched rows reach a PostgreSQL shard by COPY (collegedb.insert_by_copy):
+-- each value is stored as a multi-row INSERT stores it, whatever it holds
+SELECT collegedb.run_on_shard('p', 'CREATE TABLE awkward (id int PRIMARY KEY, t text, b bytea, '
+  'ts timestamptz, n numeric, f bool, j jsonb, a int[])');
+SELECT collegedb.run_on_shard(s, 'CREATE TABLE awkward (id INTEGER PRIMARY KEY, t TEXT, b BLOB, '
+  'ts TEXT, n TEXT, f INTEGER, j TEXT, a TEXT)') FROM unnest(ARRAY['a', 'b']) AS s;
+CREATE FOREIGN TABLE awkward (id int, t text, b bytea, ts timestamptz, n numeric, f bool, j jsonb, a int[])
+  SERVER collegedb OPTIONS (key_column 'id');
+SELECT count(collegedb.set_mapping(i::text, 'p')) FROM generate_series(1, 40) AS i;
+CREATE TEMP TABLE awkward_local (id int, t text, b bytea, ts timestamptz, n numeric, f bool, j jsonb, a int[]);
+INSERT INTO awkward_local VALUES
+  (1, E'tab\there', '\x00015c0a'::bytea, '2026-01-02 03:04:05.678+05', 1.50, true, '{"a": "\\t"}', '{1,NULL,3}'),
+  (2, E'new\nline and\r return', '\x'::bytea, '-infinity', 'NaN', false, '[]', '{}'),
+  (3, E'back\\slash \\N \\. and \\\\', NULL, NULL, NULL, NULL, NULL, NULL),
+  (4, '', E'\\x5c2e0a'::bytea, 'epoch', -0.000001, NULL, 'null', '{-2147483648}'),
+  (5, E'\\.', NULL, '2026-06-30 23:59:59.999999 UTC', 12345678901234567890.123, true, '"x\ty"', NULL),
+  (6, 'ünïcødé ✓ 日本', E'\\xff'::bytea, 'infinity', 0, false, '{"k": [1, 2.5e3]}', '{7}');
+INSERT INTO awkward SELECT * FROM awkward_local;
+SET collegedb.insert_by_copy = off;
+INSERT INTO awkward SELECT id + 20, t, b, ts, n, f, j, a FROM awkward_local;
+RESET collegedb.insert_by_copy;
+SELECT id FROM awkward_local l
+ WHERE NOT EXISTS (SELECT FROM awkward r WHERE r.id = l.id AND
+                   (r.t, r.b, r.ts, r.n, r.f, r.j, r.a) IS NOT DISTINCT FROM (l.t, l.b, l.ts, l.n, l.f, l.j, l.a))
+    OR NOT EXISTS (SELECT FROM awkward r WHERE r.id = l.id + 20 AND
+                   (r.t, r.b, r.ts, r.n, r.f, r.j, r.a) IS NOT DISTINCT FROM (l.t, l.b, l.ts, l.n, l.f, l.j, l.a));
+SELECT count(*) AS rows, count(*) FILTER (WHERE t IS NULL) AS null_texts FROM awkward;
+-- COPY FROM STDIN takes the same path; a duplicate key fails it whole
+COPY awkward (id, t) FROM STDIN;
+7	seven\tand a tab
+8	\N
+\.
+SELECT id, replace(t, E'\t', '<tab>') AS t, t IS NULL AS is_null FROM awkward WHERE id IN (7, 8) ORDER BY id;
+SELECT try($$INSERT INTO awkward SELECT i, 'dup' FROM generate_series(9, 12) AS i UNION ALL SELECT 1, 'again'$$);
+SELECT count(*) FROM awkward WHERE id BETWEEN 9 AND 12;
+DROP FOREIGN TABLE awkward;
+SELECT collegedb.run_on_shard(s, 'DROP TABLE awkward') FROM unnest(ARRAY['a', 'b', 'p']) AS s;
+DELETE FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_key(i::text) FROM generate_series(1, 40) AS i);
+
 -- a shard that cannot be reached fails a read of every shard, unless
 -- collegedb.fanout_partial lets the others answer; writes always fail
 ALTER SERVER p OPTIONS (SET port '1');

@@ -29,7 +29,8 @@ int			CollegeFanoutConcurrency = 8;
 bool		CollegeFanoutPartial = false;
 int			CollegeFanoutTimeout = 10000;
 int			CollegeInsertBatchBytes = 1024 * 1024;
-int			CollegeInsertBatchRows = 1000;
+int			CollegeInsertBatchRows = 5000;
+bool		CollegeInsertByCopy = true;
 int			CollegeInsertProgress = 0;
 int			CollegeMaxShards = 256;
 int			CollegeMoveLease = 30;
@@ -167,12 +168,21 @@ GucInit(void)
 
 	DefineCustomIntVariable("collegedb.insert_batch_rows",
 							"Sets how many rows an INSERT or COPY into a sharded foreign table buffers per shard before it sends them.",
-							"1 sends every row by itself.  Rows go one by one anyway with RETURNING, ON CONFLICT, row triggers after the insert, or computed placement.",
+							"1 sends every row by itself.  Rows go one by one anyway with RETURNING, ON CONFLICT, row triggers after the insert, and for a key with several candidate shards.",
 							&CollegeInsertBatchRows,
-							1000, 1, 100000,
+							5000, 1, 100000,
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("collegedb.insert_by_copy",
+							 "Sends the batched rows of an INSERT or COPY into a sharded foreign table to PostgreSQL shards by COPY.",
+							 "Off: as multi-row INSERTs, which apply the shard table's rules (COPY does not).",
+							 &CollegeInsertByCopy,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("collegedb.insert_progress",
 							"Sets how often an INSERT or COPY into a sharded foreign table reports, as a NOTICE, how many rows it has sent.",

@@ -352,6 +352,15 @@ typedef struct CdConnInfo
  *			 unique constraint of the shard's table is skipped and counted
  *			 as not inserted, as PostgreSQL does; NULL where the dialect
  *			 cannot say exactly that.
+ * rows_sql, send_rows: (optional) the dialect's bulk path for a batch of
+ *			 rows into one table (fdw/insert.c).  rows_sql is its statement,
+ *			 "%s" for the table's name and then for its column list
+ *			 ("COPY %s (%s) FROM STDIN"); send_rows sends it with 'nrows'
+ *			 rows of 'ncols' values ('params', row after row) as send does:
+ *			 it returns once everything is handed to the client library, and
+ *			 the answer (the rows inserted) comes through poll.  The rows
+ *			 need not stay valid after it returns.  Only inside an open
+ *			 remote transaction with no setup command to send.
  * import_sql: the query IMPORT FOREIGN SCHEMA runs (fdw/import.c), $1 the
  *			 remote schema: one row per column of every table and view
  *			 there but collegedb's own, ordered by table and column
@@ -661,6 +670,9 @@ typedef struct CdAdapter
 	const char *truncate_fmt;
 	bool		truncate_options;
 	const char *insert_do_nothing;
+	const char *rows_sql;
+	bool		(*send_rows) (void *conn, const char *sql, int nrows, int ncols,
+							  const CdParam *params, int flags, CdRemoteError *err);
 	const char *import_sql;
 	const char *lock_keys_sql;
 	const char *lock_keys_item;

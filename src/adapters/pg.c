@@ -615,6 +615,20 @@ pg_poll(void *h, CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
 }
 
 /*
+ * pg_send_rows sends 'nrows' rows by the COPY statement 'sql'
+ * (CdAdapter.rows_sql): the statement as pg_send sends any, then the rows
+ * (pg_copy.c).  See adapter.h.
+ */
+static bool
+pg_send_rows(void *h, const char *sql, int nrows, int ncols, const CdParam *params,
+			 int flags, CdRemoteError *err)
+{
+	if (!pg_send(h, 0, NULL, sql, 0, NULL, flags, err))
+		return false;
+	return PgCopyRows(h, nrows, ncols, params, flags, err);
+}
+
+/*
  * pg_exec runs a statement to completion: pg_send, then pg_poll while
  * waiting on the socket and the latch, so that a cancel or
  * statement_timeout interrupts it; the shard's query is then cancelled
@@ -784,6 +798,7 @@ const CdAdapter CdPostgresAdapter = {
 	.connect = PgConnect,
 	.exec = pg_exec,
 	.send = pg_send,
+	.send_rows = pg_send_rows,
 	.poll = pg_poll,
 	.socket = pg_socket,
 	.cancel = PgCancel,
@@ -811,6 +826,7 @@ const CdAdapter CdPostgresAdapter = {
 	.truncate_fmt = "TRUNCATE %s",
 	.truncate_options = true,
 	.insert_do_nothing = " ON CONFLICT DO NOTHING",
+	.rows_sql = "COPY %s (%s) FROM STDIN",
 	.import_sql = "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
 	"(i.indkey IS NOT NULL AND a.attnum = i.indkey[0])::int, a.attnotnull::int, n.nspname "
 	"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "

@@ -125,6 +125,10 @@ extern void PgFillError(PGconn *conn, const PGresult *res, CdRemoteError *err);
 extern bool PgHandleWait(PgHandle *handle, int events, TimestampTz deadline,
 						 bool interruptible);
 
+/* pg_copy.c */
+extern bool PgCopyRows(PgHandle *handle, int nrows, int ncols, const CdParam *params,
+					   int flags, CdRemoteError *err);
+
 /* pg_prepared.c */
 extern PgPrepared *PgPreparedLookup(PgHandle *handle, const char *sql, int nparams,
 									const Oid *types);

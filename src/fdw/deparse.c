@@ -363,6 +363,23 @@ DeparseKeySplit(FdwDeparse *d)
 }
 
 /*
+ * column_list is the attributes 'attnums' of 'table' as a column list of
+ * 'adapter''s dialect: "a, b, c".
+ */
+static char *
+column_list(const CdForeignTable *table, const CdAdapter *adapter, int ncols,
+			const AttrNumber *attnums)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < ncols; i++)
+		appendStringInfo(&buf, "%s%s", i ? ", " : "",
+						 adapter->quote_ident(table->columns[attnums[i] - 1]));
+	return buf.data;
+}
+
+/*
  * DeparseInsert builds every dialect's "INSERT INTO <table> (<columns>)
  * VALUES ($1, ...)" of the attributes 'attnums', into 'sql' (one text per
  * dialect); with 'do_nothing' (ON CONFLICT DO NOTHING) followed by the
@@ -378,11 +395,8 @@ DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
 		StringInfoData buf;
 
 		initStringInfo(&buf);
-		appendStringInfo(&buf, "INSERT INTO %s (", FdwQualifiedName(table, adapter));
-		for (int i = 0; i < ncols; i++)
-			appendStringInfo(&buf, "%s%s", i ? ", " : "",
-							 adapter->quote_ident(table->columns[attnums[i] - 1]));
-		appendStringInfoString(&buf, ") VALUES (");
+		appendStringInfo(&buf, "INSERT INTO %s (%s) VALUES (", FdwQualifiedName(table, adapter),
+						 column_list(table, adapter, ncols, attnums));
 		for (int i = 0; i < ncols; i++)
 			appendStringInfo(&buf, "%s$%d", i ? ", " : "", i + 1);
 		appendStringInfoChar(&buf, ')');
@@ -391,5 +405,24 @@ DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
 		else if (do_nothing)
 			appendStringInfoString(&buf, adapter->insert_do_nothing);
 		sql[d] = buf.data;
+	}
+}
+
+/*
+ * DeparseRowsInto fills 'sql' (one text per dialect) with the dialect's
+ * bulk statement for rows of the attributes 'attnums' (CdAdapter.rows_sql),
+ * or NULL where it has none.
+ */
+void
+DeparseRowsInto(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
+				const char **sql)
+{
+	for (int d = 0; d < AdapterCount(); d++)
+	{
+		const CdAdapter *adapter = AdapterForDialect(d);
+
+		sql[d] = adapter->rows_sql == NULL ? NULL :
+			psprintf(adapter->rows_sql, FdwQualifiedName(table, adapter),
+					 column_list(table, adapter, ncols, attnums));
 	}
 }

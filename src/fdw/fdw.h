@@ -79,6 +79,8 @@ extern void DeparseReturning(FdwDeparse *d);
 extern List *DeparseTexts(FdwDeparse *d);
 extern void DeparseTextsOf(List *texts, const char **sql);
 extern List *DeparseKeySplit(FdwDeparse *d);
+extern void DeparseRowsInto(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
+							const char **sql);
 extern void DeparseInsert(const CdForeignTable *table, int ncols, const AttrNumber *attnums,
 						  bool do_nothing, const char **sql);
 extern char *FdwQualifiedName(const CdForeignTable *table, const CdAdapter *adapter);

@@ -14,7 +14,9 @@
  * statement (EndForeignModify, EndForeignInsert).  A batch is two
  * statements in the shard's write transaction: the guard of all its keys
  * (TombstoneGuardKeys, remote/tombstones.c: the keys' locks, bounded, and
- * one lookup of their tombstones), then one multi-row INSERT.  When the
+ * one lookup of their tombstones), then the rows: by COPY to a PostgreSQL
+ * shard (CdAdapter.send_rows, adapters/pg_copy.c), else one multi-row
+ * INSERT.  When the
  * guard finds that one of the keys moved away, the batch's rows go one by
  * one the guarded way instead, each following its own key's tombstone.
  * The INSERT is sent without waiting for its answer (RemoteSend): the
@@ -101,6 +103,7 @@ typedef struct FdwInsertState
 	bool		do_nothing;		/* ON CONFLICT DO NOTHING: rows may be skipped */
 	char	   *values_prefix[CD_MAX_DIALECTS]; /* "INSERT ... VALUES " */
 	char	   *full_sql[CD_MAX_DIALECTS];	/* the INSERT of a full batch */
+	const char *rows_sql[CD_MAX_DIALECTS];	/* the dialect's bulk path, or NULL */
 	int			full_rows[CD_MAX_DIALECTS];
 	int64		rows_sent;		/* for collegedb.insert_progress */
 	TimestampTz last_report;
@@ -214,6 +217,7 @@ begin_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 			Assert(values != NULL);
 			st->values_prefix[d] = pnstrdup(st->sql[d], values - st->sql[d] + strlen(") VALUES "));
 		}
+		DeparseRowsInto(st->table, st->ncols, st->attnums, st->rows_sql);
 	}
 	rinfo->ri_FdwState = st;
 }
@@ -502,8 +506,12 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 				memcpy(&params[i * st->ncols], &b->params[rows[i] * st->ncols],
 					   sizeof(CdParam) * st->ncols);
 		}
-		b->pending = RemoteSend(b->shard, insert_sql(st, b->shard->dialect, nrows),
-								nrows * st->ncols, params);
+		if (st->rows_sql[b->shard->dialect] && RemoteSendsRows(b->shard))
+			b->pending = RemoteSendRows(b->shard, st->rows_sql[b->shard->dialect], nrows,
+										st->ncols, params);
+		else
+			b->pending = RemoteSend(b->shard, insert_sql(st, b->shard->dialect, nrows),
+									nrows * st->ncols, params);
 		MemoryContextSwitchTo(row_old);
 	}
 	else if (nrows > 0)

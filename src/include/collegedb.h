@@ -40,6 +40,7 @@ extern bool CollegeFanoutPartial;
 extern int	CollegeFanoutTimeout;
 extern int	CollegeInsertBatchBytes;
 extern int	CollegeInsertBatchRows;
+extern bool CollegeInsertByCopy;
 extern int	CollegeInsertProgress;
 extern int	CollegeMaxShards;
 extern int	CollegeMoveLease;

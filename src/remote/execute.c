@@ -479,6 +479,23 @@ RemoteExecute(const CdShard *shard, const char *sql, int nparams,
 }
 
 /*
+ * sent ends RemoteSend and RemoteSendRows: the statement stays on the
+ * connection until it is awaited, or its failure to go out is raised.
+ */
+static CdPendingStatement *
+sent(CdStatement *st, bool ok)
+{
+	if (!ok)
+	{
+		(void) StatementFinish(st, false, 1);
+		StatementRaise(st);
+	}
+	st->done = false;
+	st->conn->pending = st;
+	return st;
+}
+
+/*
  * RemoteSend sends 'sql' with 'params' to 'shard' as a write that joins
  * the shard's open remote transaction, and returns without waiting for
  * the answer, so that the caller can prepare its next work (or another
@@ -515,14 +532,55 @@ RemoteSend(const CdShard *shard, const char *sql, int nparams, const CdParam *pa
 	ok = conn->adapter->send(conn->handle, st->nsetup, st->setup, st->sql, st->nparams,
 							 st->params, st->flags, &st->err);
 	StatementContextPop(&context);
-	if (!ok)
-	{
-		(void) StatementFinish(st, false, 1);
-		StatementRaise(st);
-	}
-	st->done = false;
-	conn->pending = st;
-	return st;
+	return sent(st, ok);
+}
+
+/*
+ * RemoteSendsRows says whether a batch of rows can go to 'shard' by its
+ * dialect's bulk path now (RemoteSendRows): the dialect has one,
+ * collegedb.insert_by_copy allows it, and the shard's remote transaction
+ * is open down to the current subtransaction, so that nothing has to be
+ * sent before the rows.
+ */
+bool
+RemoteSendsRows(const CdShard *shard)
+{
+	CdConnection *conn;
+
+	if (!CollegeInsertByCopy || AdapterForDialect(shard->dialect)->send_rows == NULL)
+		return false;
+	conn = ConnectionGet(shard);
+	return conn->handle != NULL && !conn->doomed && conn->xact_depth > 0 &&
+		GetCurrentTransactionNestLevel() <= conn->xact_depth;
+}
+
+/*
+ * RemoteSendRows sends 'nrows' rows of 'ncols' values ('params', row after
+ * row) into a table of 'shard' by the dialect's bulk statement 'sql'
+ * (CdAdapter.rows_sql filled in), as RemoteSend sends a statement: the
+ * answer, the rows inserted, comes from RemoteAwait.  Only where
+ * RemoteSendsRows said yes; 'params' may go once this returns.
+ */
+CdPendingStatement *
+RemoteSendRows(const CdShard *shard, const char *sql, int nrows, int ncols,
+			   const CdParam *params)
+{
+	CdStatement *st = palloc(sizeof(CdStatement));
+	CdConnection *conn;
+	ErrorContextCallback context;
+	bool		ok;
+
+	StatementPrepare(st, shard, sql, 0, NULL, true, 0);
+	conn = ConnectionGet(shard);
+	ConnectionAwaitPending(conn);
+	Assert(RemoteSendsRows(shard));
+	StatementBegin(st);
+	Assert(st->nsetup == 0);
+	StatementContextPush(st, &context);
+	ok = conn->adapter->send_rows(conn->handle, st->sql, nrows, ncols, params, st->flags,
+								  &st->err);
+	StatementContextPop(&context);
+	return sent(st, ok);
 }
 
 /*

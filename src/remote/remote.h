@@ -77,6 +77,9 @@ extern int64 RemoteExecuteInternal(const CdShard *shard, const char *sql,
 typedef struct CdStatement CdPendingStatement;
 extern CdPendingStatement *RemoteSend(const CdShard *shard, const char *sql,
 									  int nparams, const CdParam *params);
+extern bool RemoteSendsRows(const CdShard *shard);
+extern CdPendingStatement *RemoteSendRows(const CdShard *shard, const char *sql,
+										  int nrows, int ncols, const CdParam *params);
 extern int64 RemoteAwait(CdPendingStatement *st);
 extern int64 RemoteExecuteAside(const CdShard *shard, const char *sql,
 								int nparams, const CdParam *params, CdRowSink *sink);
