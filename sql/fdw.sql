@@ -173,9 +173,20 @@ COPY awkward (id, t) FROM STDIN;
 SELECT id, replace(t, E'\t', '<tab>') AS t, t IS NULL AS is_null FROM awkward WHERE id IN (7, 8) ORDER BY id;
 SELECT try($$INSERT INTO awkward SELECT i, 'dup' FROM generate_series(9, 12) AS i UNION ALL SELECT 1, 'again'$$);
 SELECT count(*) FROM awkward WHERE id BETWEEN 9 AND 12;
+-- on an SQLite shard a batch is one prepared one-row INSERT run for each
+-- row: it stores what one INSERT per row stores
+SELECT count(collegedb.set_mapping(i::text, 'a')) FROM generate_series(101, 112) AS i;
+INSERT INTO awkward SELECT id + 100, t, b, ts, n, f, j, a FROM awkward_local;
+SET collegedb.insert_batch_rows = 1;
+INSERT INTO awkward SELECT id + 106, t, b, ts, n, f, j, a FROM awkward_local;
+RESET collegedb.insert_batch_rows;
+SELECT count(*) AS same FROM awkward x JOIN awkward y ON y.id = x.id + 6
+ WHERE x.id BETWEEN 101 AND 106
+   AND (x.t, x.b, x.ts, x.n, x.f, x.j, x.a) IS NOT DISTINCT FROM (y.t, y.b, y.ts, y.n, y.f, y.j, y.a);
+SELECT count(*) FROM collegedb.all_on_shard('a', 'SELECT id FROM awkward');
 DROP FOREIGN TABLE awkward;
 SELECT collegedb.run_on_shard(s, 'DROP TABLE awkward') FROM unnest(ARRAY['a', 'b', 'p']) AS s;
-DELETE FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_key(i::text) FROM generate_series(1, 40) AS i);
+DELETE FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_key(i::text) FROM generate_series(1, 112) AS i);
 
 -- a shard that cannot be reached fails a read of every shard, unless
 -- collegedb.fanout_partial lets the others answer; writes always fail

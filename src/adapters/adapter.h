@@ -361,6 +361,11 @@ typedef struct CdConnInfo
  *			 the answer (the rows inserted) comes through poll.  The rows
  *			 need not stay valid after it returns.  Only inside an open
  *			 remote transaction with no setup command to send.
+ * exec_rows: (optional) exec of the one-row statement 'sql' for each of
+ *			 'nrows' rows of 'ncols' values ('params', row after row), to
+ *			 its end: the bulk path of a dialect without send_rows, where a
+ *			 statement prepared once and run per row beats one statement of
+ *			 many rows (SQLite).  *rows_affected counts every run's.
  * import_sql: the query IMPORT FOREIGN SCHEMA runs (fdw/import.c), $1 the
  *			 remote schema: one row per column of every table and view
  *			 there but collegedb's own, ordered by table and column
@@ -673,6 +678,9 @@ typedef struct CdAdapter
 	const char *rows_sql;
 	bool		(*send_rows) (void *conn, const char *sql, int nrows, int ncols,
 							  const CdParam *params, int flags, CdRemoteError *err);
+	bool		(*exec_rows) (void *conn, int nsetup, const char *const *setup,
+							  const char *sql, int nrows, int ncols, const CdParam *params,
+							  int flags, int64 *rows_affected, CdRemoteError *err);
 	const char *import_sql;
 	const char *lock_keys_sql;
 	const char *lock_keys_item;

@@ -289,8 +289,12 @@ sqlite_put_back(SqliteCachedStmt *entry, sqlite3_stmt *stmt)
 }
 
 /*
- * sqlite_exec runs the setup commands, then 'sql' with its parameters,
- * streaming rows to 'sink'.  See adapter.h for the contract.
+ * sqlite_start runs the setup commands and finds 'sql' prepared (the
+ * cache, else sqlite_prepare), checked against its 'nparams' parameters:
+ * the part of sqlite_exec and sqlite_exec_rows before any binding.
+ * Returns the statement (*entry its cache entry, or NULL), or NULL with
+ * *err filled, or NULL with *nothing set for a ROLLBACK with no
+ * transaction open, which succeeds at once.
  *
  * The setup commands are collegedb's own; the statement is too only with
  * CD_EXEC_INTERNAL, else the sandbox refuses what a routed statement may
@@ -300,27 +304,22 @@ sqlite_put_back(SqliteCachedStmt *entry, sqlite3_stmt *stmt)
  * because only SQLite knows that the semicolons inside CREATE TRIGGER ...
  * BEGIN ... END do not end the statement.
  */
-static bool
-sqlite_exec(void *handle, int nsetup, const char *const *setup,
-			const char *sql, int nparams, const CdParam *params, int flags,
-			CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+static sqlite3_stmt *
+sqlite_start(SqliteConn *conn, int nsetup, const char *const *setup, const char *sql,
+			 int nparams, int flags, SqliteCachedStmt **entry, bool *nothing,
+			 CdRemoteError *err)
 {
-	SqliteConn *conn = (SqliteConn *) handle;
 	sqlite3_stmt *stmt;
-	SqliteCachedStmt *entry;
 	bool		internal;
-	int			nbound;
-	int64		nrows = 0;
-	sqlite3_int64 total_before;
 	int			rc;
 
-	if (rows_affected)
-		*rows_affected = 0;
+	*nothing = false;
+	*entry = NULL;
 	conn->interrupted = false;
 	SqliteSandboxBegin(&conn->sandbox, true);
 	/* before the setup commands: a refusal must leave the transaction as it was */
 	if (AdapterTooManyParams(nparams, CD_SQLITE_MAX_VARIABLES, "an SQLite", err))
-		return false;
+		return NULL;
 
 	/*
 	 * After SQLite rolled back a transaction on its own, only a ROLLBACK
@@ -335,7 +334,7 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 							"SQLite rolled back the open transaction",
 							"An earlier failure ended the transaction on the shard.",
 							NULL);
-			return false;
+			return NULL;
 		}
 		conn->transaction_lost = false;
 	}
@@ -347,83 +346,135 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 			continue;
 		rc = sqlite3_exec(conn->db, setup[i], NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
-			return SqliteFail(conn, rc, NULL, err);
+		{
+			(void) SqliteFail(conn, rc, NULL, err);
+			return NULL;
+		}
 	}
 
 	conn->in_transaction = !sqlite3_get_autocommit(conn->db);
 	if (sqlite_idle_rollback(conn, sql))
-		return true;
+	{
+		*nothing = true;
+		return NULL;
+	}
 
 	internal = (flags & CD_EXEC_INTERNAL) != 0;
 	SqliteSandboxBegin(&conn->sandbox, internal);
 
-	entry = SqliteStmtCacheLookup(&conn->stmts, sql, internal);
-	if (entry == NULL)
+	*entry = SqliteStmtCacheLookup(&conn->stmts, sql, internal);
+	if (*entry == NULL)
 	{
-		stmt = sqlite_prepare(conn, sql, nparams, internal, &entry, err);
+		stmt = sqlite_prepare(conn, sql, nparams, internal, entry, err);
 		if (stmt == NULL)
-			return false;
+			return NULL;
 	}
-	else if (entry->max_param > nparams)
+	else if ((*entry)->max_param > nparams)
 	{
 		AdapterSetError(err, "42P02", false,
-						psprintf("there is no parameter $%d", entry->max_param),
+						psprintf("there is no parameter $%d", (*entry)->max_param),
 						NULL, NULL);
-		return false;
+		return NULL;
 	}
 	else
-		stmt = entry->stmt;
+		stmt = (*entry)->stmt;
 
 	if ((flags & CD_EXEC_READ) && !sqlite3_stmt_readonly(stmt))
 	{
-		sqlite_put_back(entry, stmt);
+		sqlite_put_back(*entry, stmt);
 		AdapterSetError(err, "25006", false,
 						"statement writes, but it was sent to the SQLite shard as a read",
 						"SQLite's parser finds that the statement changes the database.",
 						NULL);
-		return false;
+		return NULL;
 	}
 
 	/* SQLite's own ?, :name or @name parameters count too */
-	nbound = sqlite3_bind_parameter_count(stmt);
-	if (nbound > nparams)
+	if (sqlite3_bind_parameter_count(stmt) > nparams)
 	{
-		sqlite_put_back(entry, stmt);
 		AdapterSetError(err, "42P02", false,
-						psprintf("there is no parameter $%d", nbound),
+						psprintf("there is no parameter $%d", sqlite3_bind_parameter_count(stmt)),
 						NULL, NULL);
-		return false;
+		sqlite_put_back(*entry, stmt);
+		return NULL;
 	}
-	total_before = sqlite3_total_changes64(conn->db);
+	return stmt;
+}
 
-	/*
-	 * Binding may raise too (a value SQLite cannot take).  A cached
-	 * statement that raised leaves the cache: it may be stopped mid-step.
-	 */
+/*
+ * sqlite_run binds 'params' to 'stmt' and steps it to the end, streaming
+ * rows to 'sink'; 'reset' first resets a statement that ran before.
+ * Returns the last step's result code and the rows in *nrows.  Binding may
+ * raise too (a value SQLite cannot take): a cached statement that raised
+ * leaves the cache, since it may be stopped mid-step.
+ */
+static int
+sqlite_run(sqlite3_stmt *stmt, SqliteCachedStmt **entry, bool reset,
+		   const CdParam *params, CdRowSink *sink, int64 *nrows)
+{
+	int			nbound = sqlite3_bind_parameter_count(stmt);
+	int			rc = SQLITE_OK;
+
 	PG_TRY();
 	{
-		rc = SQLITE_OK;
+		if (reset)
+			rc = sqlite3_reset(stmt);
 		for (int i = 0; rc == SQLITE_OK && i < nbound; i++)
 			rc = SqliteBindParam(stmt, i + 1, &params[i]);
 		if (rc == SQLITE_OK)
-			rc = sqlite_step_all(stmt, sink, &nrows);
+			rc = sqlite_step_all(stmt, sink, nrows);
 	}
 	PG_CATCH();
 	{
-		if (entry != NULL)
-			stmt = SqliteStmtCacheDetach(entry);
+		if (*entry != NULL)
+			stmt = SqliteStmtCacheDetach(*entry);
 		sqlite3_finalize(stmt);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	return rc;
+}
 
+/*
+ * sqlite_failed reads the error of a statement that did not end as
+ * SQLITE_DONE and finalizes it (a cached one leaves the cache).
+ */
+static bool
+sqlite_failed(SqliteConn *conn, int rc, sqlite3_stmt *stmt, SqliteCachedStmt *entry,
+			  CdRemoteError *err)
+{
+	if (entry != NULL)
+		stmt = SqliteStmtCacheDetach(entry);
+	return SqliteFail(conn, rc, stmt, err);
+}
+
+/*
+ * sqlite_exec runs the setup commands, then 'sql' with its parameters,
+ * streaming rows to 'sink'.  See adapter.h for the contract, and
+ * sqlite_start for what is checked.
+ */
+static bool
+sqlite_exec(void *handle, int nsetup, const char *const *setup,
+			const char *sql, int nparams, const CdParam *params, int flags,
+			CdRowSink *sink, int64 *rows_affected, CdRemoteError *err)
+{
+	SqliteConn *conn = (SqliteConn *) handle;
+	sqlite3_stmt *stmt;
+	SqliteCachedStmt *entry;
+	bool		nothing;
+	int64		nrows = 0;
+	sqlite3_int64 total_before;
+	int			rc;
+
+	if (rows_affected)
+		*rows_affected = 0;
+	stmt = sqlite_start(conn, nsetup, setup, sql, nparams, flags, &entry, &nothing, err);
+	if (stmt == NULL)
+		return nothing;
+	total_before = sqlite3_total_changes64(conn->db);
+	rc = sqlite_run(stmt, &entry, false, params, sink, &nrows);
 	if (rc != SQLITE_DONE)
-	{
-		/* SqliteFail reads the error, then finalizes the statement */
-		if (entry != NULL)
-			stmt = SqliteStmtCacheDetach(entry);
-		return SqliteFail(conn, rc, stmt, err);
-	}
+		return sqlite_failed(conn, rc, stmt, entry, err);
 
 	/*
 	 * A statement with a result (SELECT, PRAGMA, INSERT ... RETURNING)
@@ -445,8 +496,43 @@ sqlite_exec(void *handle, int nsetup, const char *const *setup,
 	return true;
 }
 
+/*
+ * sqlite_exec_rows runs the setup commands, then the one-row statement
+ * 'sql' once for each of 'nrows' rows of 'ncols' values ('params', row
+ * after row): one prepared statement, bound and stepped again for every
+ * row, which SQLite does faster than it parses and plans one statement of
+ * many rows' placeholders.  The rows affected are those of every run.  A
+ * failure stops at its row (the caller's transaction then fails).  See
+ * adapter.h.
+ */
+static bool
+sqlite_exec_rows(void *handle, int nsetup, const char *const *setup, const char *sql,
+				 int nrows, int ncols, const CdParam *params, int flags,
+				 int64 *rows_affected, CdRemoteError *err)
+{
+	SqliteConn *conn = (SqliteConn *) handle;
+	sqlite3_stmt *stmt;
+	SqliteCachedStmt *entry;
+	bool		nothing;
 
+	*rows_affected = 0;
+	stmt = sqlite_start(conn, nsetup, setup, sql, ncols, flags, &entry, &nothing, err);
+	if (stmt == NULL)
+		return nothing;
+	for (int row = 0; row < nrows; row++)
+	{
+		int64		returned = 0;
+		int			rc = sqlite_run(stmt, &entry, row > 0, &params[row * ncols], NULL,
+									&returned);
 
+		if (rc != SQLITE_DONE)
+			return sqlite_failed(conn, rc, stmt, entry, err);
+		*rows_affected += sqlite3_column_count(stmt) > 0 ? returned :
+			sqlite3_changes64(conn->db);
+	}
+	sqlite_put_back(entry, stmt);
+	return true;
+}
 
 /*
  * What add_shard creates on an SQLite shard: the tombstone table and an
@@ -537,6 +623,7 @@ const CdAdapter CdSqliteAdapter = {
 
 	.connect = SqliteConnect,
 	.exec = sqlite_exec,
+	.exec_rows = sqlite_exec_rows,
 	.close = SqliteClose,
 
 	.lexer = &sqlite_lexer_rules,

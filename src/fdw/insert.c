@@ -15,7 +15,8 @@
  * statements in the shard's write transaction: the guard of all its keys
  * (TombstoneGuardKeys, remote/tombstones.c: the keys' locks, bounded, and
  * one lookup of their tombstones), then the rows: by COPY to a PostgreSQL
- * shard (CdAdapter.send_rows, adapters/pg_copy.c), else one multi-row
+ * shard (CdAdapter.send_rows, adapters/pg_copy.c), one prepared one-row
+ * INSERT run for every row on SQLite (exec_rows), else one multi-row
  * INSERT.  When the
  * guard finds that one of the keys moved away, the batch's rows go one by
  * one the guarded way instead, each following its own key's tombstone.
@@ -506,7 +507,10 @@ batch_send(FdwInsertState *st, FdwShardBatch *b)
 				memcpy(&params[i * st->ncols], &b->params[rows[i] * st->ncols],
 					   sizeof(CdParam) * st->ncols);
 		}
-		if (st->rows_sql[b->shard->dialect] && RemoteSendsRows(b->shard))
+		if (RemoteExecutesRows(b->shard))
+			(void) RemoteExecuteRows(b->shard, st->sql[b->shard->dialect], nrows,
+									 st->ncols, params);
+		else if (st->rows_sql[b->shard->dialect] && RemoteSendsRows(b->shard))
 			b->pending = RemoteSendRows(b->shard, st->rows_sql[b->shard->dialect], nrows,
 										st->ncols, params);
 		else

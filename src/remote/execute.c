@@ -436,11 +436,13 @@ StatementRaise(CdStatement *st)
 }
 
 /*
- * execute runs a checked statement with retries on a stale connection;
- * see RemoteExecute.
+ * execute_rows runs a checked statement with retries on a stale
+ * connection; see RemoteExecute.  With 'nrows' > 0 the statement is one
+ * row's and runs once for each of 'nrows' rows of st->nparams values
+ * (CdAdapter.exec_rows); execute runs it once.
  */
 static int64
-execute(CdStatement *st, CdRowSink *sink)
+execute_rows(CdStatement *st, CdRowSink *sink, int nrows)
 {
 	for (int attempt = 0;; attempt++)
 	{
@@ -449,9 +451,14 @@ execute(CdStatement *st, CdRowSink *sink)
 
 		StatementBegin(st);
 		StatementContextPush(st, &context);
-		ok = st->conn->adapter->exec(st->conn->handle, st->nsetup, st->setup, st->sql,
-									 st->nparams, st->params, st->flags, sink,
-									 &st->rows, &st->err);
+		if (nrows > 0)
+			ok = st->conn->adapter->exec_rows(st->conn->handle, st->nsetup, st->setup,
+											  st->sql, nrows, st->nparams, st->params,
+											  st->flags, &st->rows, &st->err);
+		else
+			ok = st->conn->adapter->exec(st->conn->handle, st->nsetup, st->setup, st->sql,
+										 st->nparams, st->params, st->flags, sink,
+										 &st->rows, &st->err);
 		StatementContextPop(&context);
 		if (StatementFinish(st, ok, attempt))
 			continue;
@@ -459,6 +466,40 @@ execute(CdStatement *st, CdRowSink *sink)
 			return st->rows;
 		StatementRaise(st);
 	}
+}
+
+static int64
+execute(CdStatement *st, CdRowSink *sink)
+{
+	return execute_rows(st, sink, 0);
+}
+
+/*
+ * RemoteExecuteRows runs the one-row write 'sql' on 'shard' once for each
+ * of 'nrows' rows of 'ncols' values ('params', row after row), in the
+ * shard's remote transaction, by the dialect's exec_rows (a dialect
+ * without one is not asked: RemoteExecutesRows); returns the rows
+ * affected by all of them.
+ */
+int64
+RemoteExecuteRows(const CdShard *shard, const char *sql, int nrows, int ncols,
+				  const CdParam *params)
+{
+	CdStatement st;
+
+	Assert(RemoteExecutesRows(shard) && nrows > 0);
+	StatementPrepare(&st, shard, sql, ncols, params, true, 0);
+	return execute_rows(&st, NULL, nrows);
+}
+
+/*
+ * RemoteExecutesRows says whether 'shard''s dialect runs a one-row
+ * statement for many rows at once (RemoteExecuteRows).
+ */
+bool
+RemoteExecutesRows(const CdShard *shard)
+{
+	return AdapterForDialect(shard->dialect)->exec_rows != NULL;
 }
 
 /*

@@ -77,6 +77,9 @@ extern int64 RemoteExecuteInternal(const CdShard *shard, const char *sql,
 typedef struct CdStatement CdPendingStatement;
 extern CdPendingStatement *RemoteSend(const CdShard *shard, const char *sql,
 									  int nparams, const CdParam *params);
+extern bool RemoteExecutesRows(const CdShard *shard);
+extern int64 RemoteExecuteRows(const CdShard *shard, const char *sql, int nrows, int ncols,
+							   const CdParam *params);
 extern bool RemoteSendsRows(const CdShard *shard);
 extern CdPendingStatement *RemoteSendRows(const CdShard *shard, const char *sql,
 										  int nrows, int ncols, const CdParam *params);
