@@ -16,6 +16,7 @@ OBJS = \
 	src/init.o \
 	src/guc.o \
 	src/common/shmem.o \
+	src/common/waits.o \
 	src/adapters/common.o \
 	src/adapters/registry.o \
 	src/adapters/lexer.o \
@@ -49,6 +50,7 @@ OBJS = \
 	src/remote/twophase.o \
 	src/remote/xact.o \
 	src/remote/recovery.o \
+	src/remote/deadlock.o \
 	src/catalog/catalog.o \
 	src/catalog/config.o \
 	src/catalog/epochs.o \

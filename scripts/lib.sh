@@ -116,6 +116,8 @@ CREATE USER 'collegedb'@'localhost' IDENTIFIED BY 'collegedb';
 CREATE USER 'collegedb'@'127.0.0.1' IDENTIFIED BY 'collegedb';
 CREATE DATABASE collegedb_test;
 GRANT ALL PRIVILEGES ON \`collegedb\\_%\`.* TO 'collegedb'@'localhost', 'collegedb'@'127.0.0.1';
+-- the lock waits of information_schema.INNODB_TRX, for deadlock detection across shards
+GRANT PROCESS ON *.* TO 'collegedb'@'localhost', 'collegedb'@'127.0.0.1';
 SQL
 }
 

@@ -24,6 +24,7 @@ bool		CollegeBestEffort = false;
 int			CollegeCleanupTimeout = 30000;
 int			CollegeCommitProtocol = CD_COMMIT_2PC;
 char	   *CollegeWorkerDatabase = NULL;
+bool		CollegeDeadlockDetection = true;
 bool		CollegeDebug = false;
 int			CollegeFanoutConcurrency = 8;
 bool		CollegeFanoutPartial = false;
@@ -120,6 +121,15 @@ GucInit(void)
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("collegedb.deadlock_detection",
+							 "Detects deadlocks across shards and cancels one of their transactions.",
+							 "When a backend has waited for a shard longer than deadlock_timeout, the coordinator builds the wait-for graph from every shard's lock waits and cancels the youngest waiting transaction of a cycle with SQLSTATE 40P01.",
+							 &CollegeDeadlockDetection,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("collegedb.debug",
 							 "Reports collegedb's routing decisions as LOG messages.",

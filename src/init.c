@@ -35,6 +35,7 @@ _PG_init(void)
 {
 	GucInit();
 	ShmemInit();
+	WaitsInit();
 	ActivityInit();
 	ConnectionInit();
 	XactInit();

@@ -278,6 +278,9 @@ typedef struct CdConnInfo
  *			 adapter without them (NULL: SQLite, which is local) is run with
  *			 exec while the others are in flight.
  * close:	 close the connection and free the handle (NULL is a no-op).
+ * session_id: (optional) the shard's id of the connection's session, as
+ *			 lock_waits_sql reports it (PostgreSQL: the backend's pid;
+ *			 MySQL: the thread id); NULL where the dialect has none.
  * name:	 the value of the server option 'dialect'; 'aliases' (NULL
  *			 terminated, or NULL) are accepted for it too.  display_name
  *			 and a_name name the dialect in messages ("MySQL", "a MySQL").
@@ -433,6 +436,12 @@ typedef struct CdConnInfo
  *			 only once the database was analyzed).
  * two_phase_sql, marker_sql: two-phase commit (CdTwoPhaseSql) and the
  *			 last participant's decision marker (CdMarkerSql).
+ * lock_waits_sql: (optional) a query whose rows (waiter, blocker) are
+ *			 the sessions waiting for a lock on the shard's server and the
+ *			 sessions they wait for, as session_id numbers them, in
+ *			 autocommit; remote/deadlock.c builds the wait-for graph across
+ *			 shards from it.  NULL: the dialect's waits are not seen (SQLite's
+ *			 busy waits end with its busy timeout).
  * key_list_sql: (optional) what stands for a list of keys after the key
  *			 column, with $%d one parameter: the keys in PostgreSQL's array
  *			 text form ({"k1","k2"}), untyped, so that the shard reads it as
@@ -641,6 +650,7 @@ typedef struct CdAdapter
 	int			(*socket) (void *conn);
 	void		(*cancel) (void *conn, int timeout_ms);
 	void		(*close) (void *conn);
+	int64		(*session_id) (void *conn);
 
 	bool		(*option_ok) (const char *keyword, Oid catalog);
 	void		(*check_options) (List *options, Oid catalog);
@@ -696,6 +706,7 @@ typedef struct CdAdapter
 	const char *key_match;
 	const char *key_in_match;
 	const char *key_list_sql;
+	const char *lock_waits_sql;
 
 	const char *const *topology_ddl;
 	const char *topology_publish;

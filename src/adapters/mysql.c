@@ -560,6 +560,7 @@ const CdAdapter CdMysqlAdapter = {
 	.socket = MysqlSocket,
 	.cancel = MysqlCancel,
 	.close = MysqlClose,
+	.session_id = MysqlSessionId,
 
 	.option_ok = MysqlOptionOk,
 	.check_options = MysqlCheckOptions,
@@ -645,6 +646,12 @@ const CdAdapter CdMysqlAdapter = {
 	"FROM information_schema.tables "
 	"WHERE table_schema = COALESCE($2, DATABASE()) AND table_name = $1",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
+	/* MariaDB's InnoDB lock waits, server-wide; the user needs PROCESS */
+	.lock_waits_sql = "SELECT r.trx_mysql_thread_id AS waiter, "
+	"b.trx_mysql_thread_id AS blocker "
+	"FROM information_schema.INNODB_LOCK_WAITS w "
+	"JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id "
+	"JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id",
 	.topology_ddl = mysql_topology_ddl,
 	/* assignments run left to right: the value first, compared with the old version */
 	.topology_publish = "INSERT INTO collegedb_topology (group_name, version, snapshot) "

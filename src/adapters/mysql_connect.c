@@ -99,6 +99,7 @@ MysqlWait(MYSQL *m, int status, CdMysqlConn *kill, bool interruptible,
 				timeout = TimestampDifferenceMilliseconds(now, deadline);
 		}
 
+		WaitsBegin();
 		rc = WaitLatchOrSocket(MyLatch, events, sock, timeout,
 							   PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
@@ -107,6 +108,8 @@ MysqlWait(MYSQL *m, int status, CdMysqlConn *kill, bool interruptible,
 			happened |= (status & MYSQL_WAIT_READ) ? MYSQL_WAIT_READ : MYSQL_WAIT_EXCEPT;
 		if (rc & WL_SOCKET_WRITEABLE)
 			happened |= MYSQL_WAIT_WRITE;
+		/* a victim's error comes from MysqlCheckForInterrupts, above */
+		WaitsEnd(happened != 0, false);
 		if (happened != 0)
 			return happened;
 		/* latch or timeout: check interrupts and the clock again */
@@ -225,16 +228,18 @@ MysqlCancelQuery(CdMysqlConn *conn, int timeout_ms)
 static void
 MysqlCheckForInterrupts(CdMysqlConn *kill)
 {
-	if (!INTERRUPTS_PENDING_CONDITION())
+	if (!INTERRUPTS_PENDING_CONDITION() && !WaitsVictimPending())
 		return;
 	if (kill == NULL)
 	{
 		CHECK_FOR_INTERRUPTS();
+		WaitsEnd(false, true);
 		return;
 	}
 	PG_TRY();
 	{
 		CHECK_FOR_INTERRUPTS();
+		WaitsEnd(false, true);
 	}
 	PG_CATCH();
 	{
@@ -454,4 +459,13 @@ void
 MysqlClose(void *handle)
 {
 	MysqlConnFree((CdMysqlConn *) handle);
+}
+
+/*
+ * MysqlSessionId is the connection's thread id, as INNODB_TRX shows it.
+ */
+int64
+MysqlSessionId(void *handle)
+{
+	return (int64) mysql_thread_id(((CdMysqlConn *) handle)->mysql);
 }

@@ -197,6 +197,7 @@ MysqlWaitResult(int status)
 /* mysql_connect.c */
 extern void *MysqlConnect(const CdConnInfo *info, CdRemoteError *err);
 extern void MysqlClose(void *handle);
+extern int64 MysqlSessionId(void *handle);
 extern int	MysqlWait(MYSQL *m, int status, CdMysqlConn *kill, bool interruptible,
 					  TimestampTz deadline);
 extern void MysqlCancelQuery(CdMysqlConn *conn, int timeout_ms);

@@ -803,6 +803,7 @@ const CdAdapter CdPostgresAdapter = {
 	.socket = pg_socket,
 	.cancel = PgCancel,
 	.close = PgClose,
+	.session_id = PgSessionId,
 	.option_ok = PgOptionOk,
 	.check_options = PgCheckOptions,
 	.valid_options = PgValidOptions,
@@ -854,6 +855,11 @@ const CdAdapter CdPostgresAdapter = {
 	"ELSE quote_ident($2::text) || '.' || quote_ident($1::text) END)",
 	.key_match = "%1$s = $%2$d",
 	.key_list_sql = " = ANY($%d)",
+	/* pg_locks is cluster-wide and needs no privilege; so is pg_blocking_pids */
+	.lock_waits_sql = "SELECT DISTINCT w.pid AS waiter, b.pid AS blocker "
+	"FROM pg_catalog.pg_locks w, "
+	"LATERAL unnest(pg_catalog.pg_blocking_pids(w.pid)) AS b(pid) "
+	"WHERE NOT w.granted",
 	.topology_ddl = pg_topology_ddl,
 	.topology_publish = AdapterUpsertTopology,
 	.topology_put_state = AdapterUpsertTopologyState,

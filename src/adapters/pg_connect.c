@@ -31,6 +31,7 @@
 #include "utils/timestamp.h"
 
 #include "adapters/pg_internal.h"
+#include "collegedb.h"
 
 #define PG_DEFAULT_CONNECT_TIMEOUT_MS 10000
 
@@ -123,6 +124,7 @@ PgWait(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
 
 	if ((!interruptible && AdapterStopWaiting()) || AdapterDeadlinePassed(deadline))
 		return false;
+	WaitsBegin();
 	rc = WaitLatchOrSocket(MyLatch,
 						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events |
 						   (deadline ? WL_TIMEOUT : 0),
@@ -132,6 +134,7 @@ PgWait(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
 		ResetLatch(MyLatch);
 	if (interruptible)
 		CHECK_FOR_INTERRUPTS();
+	WaitsEnd((rc & WL_SOCKET_MASK) != 0, interruptible);
 	return true;
 }
 
@@ -165,12 +168,14 @@ PgHandleWait(PgHandle *handle, int events, TimestampTz deadline, bool interrupti
 		ModifyWaitEvent(handle->wait_set, PG_WAIT_SOCKET_POS, events, NULL);
 		handle->wait_events = events;
 	}
+	WaitsBegin();
 	rc = WaitEventSetWait(handle->wait_set, AdapterWaitTimeout(deadline), &event, 1,
 						  PG_WAIT_EXTENSION);
 	if (rc > 0 && (event.events & WL_LATCH_SET))
 		ResetLatch(MyLatch);
 	if (interruptible)
 		CHECK_FOR_INTERRUPTS();
+	WaitsEnd(rc > 0 && (event.events & WL_SOCKET_MASK) != 0, interruptible);
 	return true;
 }
 
@@ -456,6 +461,15 @@ void
 PgClose(void *h)
 {
 	pg_free_handle((PgHandle *) h);
+}
+
+/*
+ * PgSessionId is the shard backend's pid, as pg_locks shows it.
+ */
+int64
+PgSessionId(void *h)
+{
+	return PQbackendPID(((PgHandle *) h)->conn);
 }
 
 /*

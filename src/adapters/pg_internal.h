@@ -119,6 +119,7 @@ typedef struct PgHandle
 /* pg_connect.c */
 extern void *PgConnect(const CdConnInfo *info, CdRemoteError *err);
 extern void PgClose(void *h);
+extern int64 PgSessionId(void *h);
 extern void PgCancel(void *h, int timeout_ms);
 extern bool PgWait(PGconn *conn, int events, TimestampTz deadline, bool interruptible);
 extern void PgFillError(PGconn *conn, const PGresult *res, CdRemoteError *err);

@@ -11,6 +11,8 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+
 #define COLLEGEDB_SCHEMA		"collegedb"
 #define COLLEGEDB_FDW_NAME		"collegedb"
 /*
@@ -34,6 +36,7 @@ extern bool CollegeBestEffort;
 extern int	CollegeCleanupTimeout;
 extern int	CollegeCommitProtocol;
 extern char *CollegeWorkerDatabase;
+extern bool CollegeDeadlockDetection;
 extern bool CollegeDebug;
 extern int	CollegeFanoutConcurrency;
 extern bool CollegeFanoutPartial;
@@ -68,5 +71,41 @@ extern void ShmemRegister(const char *tranche, int nlocks, Size (*size) (void),
 						  void (*init) (void));
 extern bool ShmemIsPreloaded(void);
 extern void EnsurePreloaded(const char *what);
+
+/*
+ * common/waits.c: what each backend publishes for the detection of
+ * deadlocks across shards (remote/deadlock.c).  A backend publishes at
+ * most CD_WAITS_MAX_SESSIONS shard sessions.
+ */
+#define CD_WAITS_MAX_SESSIONS 32
+#define CD_WAITS_DETAIL_LEN 512
+
+typedef struct CdWaitsSession
+{
+	Oid			serverid;		/* the shard's foreign server */
+	int64		session;		/* the shard's id of the session */
+} CdWaitsSession;
+
+/* a copy of one backend's slot (WaitsSnapshot) */
+typedef struct CdWaitsBackend
+{
+	int			index;			/* its slot */
+	int			pid;
+	uint64		xact;			/* its top-level transaction's number */
+	TimestampTz xact_start;
+	TimestampTz wait_start;		/* 0: not waiting for a shard */
+	int			nsessions;
+	CdWaitsSession sessions[CD_WAITS_MAX_SESSIONS];
+} CdWaitsBackend;
+
+extern void WaitsInit(void);
+extern void WaitsSessionOpened(Oid serverid, int64 session);
+extern void WaitsSessionClosed(Oid serverid, int64 session);
+extern void WaitsBegin(void);
+extern void WaitsEnd(bool answered, bool may_raise);
+extern bool WaitsVictimPending(void);
+extern bool WaitsRaisedVictim(void);
+extern CdWaitsBackend *WaitsSnapshot(Oid database, int *n);
+extern bool WaitsChooseVictim(int index, int pid, uint64 xact, const char *detail);
 
 #endif							/* COLLEGEDB_H */

@@ -87,9 +87,12 @@ ConnectionClose(CdConnection *conn)
 {
 	if (conn->handle)
 	{
+		if (conn->session != 0)
+			WaitsSessionClosed(conn->key.serverid, conn->session);
 		conn->adapter->close(conn->handle);
 		RemoteSocketGeneration++;	/* its socket's number may come back */
 	}
+	conn->session = 0;
 	conn->handle = NULL;
 	conn->in_flight = false;
 	conn->pending = NULL;
@@ -227,6 +230,10 @@ ConnectionOpen(CdConnection *conn, const CdShard *shard)
 	RemoteSocketGeneration++;
 	if (conn->handle == NULL)
 		RemoteRaise(CD_REMOTE_CONNECT, shard->name, conn->adapter, NULL, &err);
+	/* published for the detection of deadlocks across shards */
+	conn->session = conn->adapter->session_id ? conn->adapter->session_id(conn->handle) : 0;
+	if (conn->session != 0)
+		WaitsSessionOpened(conn->key.serverid, conn->session);
 	conn->fresh = true;
 	conn->in_flight = false;
 	conn->invalidated = false;
@@ -250,6 +257,7 @@ ConnectionGet(const CdShard *shard)
 	if (!found)
 	{
 		conn->handle = NULL;
+		conn->session = 0;
 		conn->xact_depth = 0;
 		conn->in_flight = false;
 		conn->pending = NULL;

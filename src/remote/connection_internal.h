@@ -25,6 +25,7 @@ struct CdConnection
 	char		shard[NAMEDATALEN];
 	const CdAdapter *adapter;
 	void	   *handle;			/* NULL: not connected */
+	int64		session;		/* the shard's session id (WaitsSessionOpened) */
 	bool		fresh;			/* connected for the current statement */
 
 	/*

@@ -816,5 +816,6 @@ RemoteTry(void (*fn) (void *arg), void *arg, ErrorData **failure)
 bool
 RemoteErrorIsInterrupt(const ErrorData *edata)
 {
-	return edata->sqlerrcode == ERRCODE_QUERY_CANCELED || edata->elevel >= FATAL;
+	return edata->sqlerrcode == ERRCODE_QUERY_CANCELED || edata->elevel >= FATAL ||
+		(edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED && WaitsRaisedVictim());
 }

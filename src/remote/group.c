@@ -176,6 +176,7 @@ RemoteWaitSlots(CdWaitSet *ws, CdWaitSlot *slots, int n, long timeout,
 	for (int i = 0; i < n; i++)
 		slots[i].ready = false;
 	events = palloc(sizeof(WaitEvent) * (ws->nsocks + 2));
+	WaitsBegin();
 	got = WaitEventSetWait(ws->set, timeout, events, ws->nsocks + 2, PG_WAIT_EXTENSION);
 	for (int e = 0; e < got; e++)
 	{
@@ -199,6 +200,13 @@ RemoteWaitSlots(CdWaitSet *ws, CdWaitSlot *slots, int n, long timeout,
 	pfree(events);
 	if (interruptible)
 		CHECK_FOR_INTERRUPTS();
+	{
+		bool		answered = false;
+
+		for (int i = 0; i < n; i++)
+			answered |= slots[i].ready;
+		WaitsEnd(answered, interruptible);
+	}
 }
 
 /*

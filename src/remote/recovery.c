@@ -71,7 +71,7 @@ typedef struct Marker
 	TimestampTz created;
 } Marker;
 
-/* one statement of a pass, run in autocommit (see run_on_shard) */
+/* one statement of a pass, run in autocommit (see RemoteRunAlone) */
 typedef struct ShardCall
 {
 	const CdShard *shard;
@@ -114,13 +114,15 @@ shard_call(void *arg)
 }
 
 /*
- * run_on_shard runs 'sql' (with 'gid' for its %s, or none) on 'shard',
+ * RemoteRunAlone runs 'sql' (with 'gid' for its %s, or none) on 'shard'
+ * in the shard's autocommit, outside any remote transaction (also for
+ * remote/deadlock.c),
  * rows to 'sink'; returns NULL when it worked, else the error's message.
  * *unknown (may be NULL) says the shard answered that no such prepared
  * transaction exists (or another session holds it).
  */
-static char *
-run_on_shard(const CdShard *shard, const char *sql, const char *gid, int nparams,
+char *
+RemoteRunAlone(const CdShard *shard, const char *sql, const char *gid, int nparams,
 			 CdParam *params, CaptureRowSink *sink, bool *unknown)
 {
 	ShardCall	call;
@@ -175,7 +177,7 @@ list_prepared(const CdShard *shard, List **prepared, List **out)
 	ListCell   *lc;
 
 	CaptureRowSinkInit(&sink);
-	error = run_on_shard(shard, adapter->two_phase_sql->list_prepared, NULL, 0, NULL,
+	error = RemoteRunAlone(shard, adapter->two_phase_sql->list_prepared, NULL, 0, NULL,
 						 &sink, NULL);
 	if (error)
 	{
@@ -213,9 +215,9 @@ list_markers(const CdShard *shard, List **markers, List **out)
 	ListCell   *lc;
 
 	CaptureRowSinkInit(&sink);
-	error = run_on_shard(shard, sql->ddl, NULL, 0, NULL, NULL, NULL);
+	error = RemoteRunAlone(shard, sql->ddl, NULL, 0, NULL, NULL, NULL);
 	if (error == NULL)
-		error = run_on_shard(shard, sql->list, NULL, 0, NULL, &sink, NULL);
+		error = RemoteRunAlone(shard, sql->list, NULL, 0, NULL, &sink, NULL);
 	if (error)
 	{
 		*out = in_doubt(*out, shard, NULL, "unreachable", error);
@@ -306,7 +308,7 @@ forget(List *prepared, List *markers, TimestampTz start)
 		param.str = m->xact;
 		param.len = strlen(m->xact);
 		/* a marker that stays is forgotten at a later pass */
-		(void) run_on_shard(m->shard, AdapterForDialect(m->shard->dialect)->marker_sql->forget,
+		(void) RemoteRunAlone(m->shard, AdapterForDialect(m->shard->dialect)->marker_sql->forget,
 							NULL, 1, &param, NULL, NULL);
 	}
 }
@@ -375,7 +377,7 @@ RecoveryRun(bool act)
 			out = in_doubt(out, p->shard, p->gid, what, NULL);
 			continue;
 		}
-		error = run_on_shard(p->shard, commit ? sql->commit_prepared : sql->rollback_prepared,
+		error = RemoteRunAlone(p->shard, commit ? sql->commit_prepared : sql->rollback_prepared,
 							 p->gid, 0, NULL, NULL, &unknown);
 		if (error == NULL)
 		{

@@ -222,6 +222,13 @@ typedef struct CdInDoubt
 } CdInDoubt;
 
 extern List *RecoveryRun(bool act);
+extern char *RemoteRunAlone(const CdShard *shard, const char *sql, const char *gid,
+							int nparams, CdParam *params, CaptureRowSink *sink,
+							bool *unknown);
+
+/* deadlock.c: deadlocks across shards */
+extern bool DeadlockDue(void);
+extern void DeadlockRun(void);
 
 /* activity.c: what the backends share about their remote work */
 typedef struct ShardActivity

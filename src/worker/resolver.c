@@ -51,22 +51,23 @@
 #define RESOLVER_RETRY_MS 1000
 
 /*
- * recover_prepared runs one recovery pass of two-phase commit in its own
- * transaction, logging an error rather than dying of it (a shard that is
- * down is retried at the next pass), and then closes its shard connections:
- * a pass every few seconds does not need them kept, and a shard restarted
- * meanwhile is reached afresh.  True when the pass found nothing.
+ * run_pass runs one pass of the resolver's (a recovery pass of two-phase
+ * commit, a pass of deadlock detection) in its own transaction, logging an
+ * error rather than dying of it (a shard that is down is retried at the
+ * next pass), and then closes its shard connections: a pass every few
+ * seconds does not need them kept, and a shard restarted meanwhile is
+ * reached afresh.  Returns what the pass returned, false after an error.
  */
 static bool
-recover_prepared(void)
+run_pass(bool (*pass) (void))
 {
 	MemoryContext context = CurrentMemoryContext;
-	bool		found_nothing = false;
+	bool		result = false;
 
 	PG_TRY();
 	{
 		WorkerBegin();
-		found_nothing = RecoveryRun(true) == NIL && DecisionList() == NIL;
+		result = pass();
 		WorkerCommit();
 		/* no shard connection is held between passes */
 		(void) ConnectionDisconnectAll();
@@ -78,17 +79,33 @@ recover_prepared(void)
 		FlushErrorState();
 		AbortCurrentTransaction();
 		(void) ConnectionDisconnectAll();
-		found_nothing = false;
+		result = false;
 	}
 	PG_END_TRY();
-	return found_nothing;
+	return result;
+}
+
+/* a recovery pass: true when it found nothing */
+static bool
+recover_prepared(void)
+{
+	return RecoveryRun(true) == NIL && DecisionList() == NIL;
+}
+
+/* a pass of the detection of deadlocks across shards (remote/deadlock.c) */
+static bool
+detect_deadlocks(void)
+{
+	DeadlockRun();
+	return true;
 }
 
 /*
- * ResolverTick runs a recovery pass when one is due: at the first tick,
- * then every collegedb.recovery_interval unless the last pass found
- * nothing and no transaction has begun two-phase commit since that pass's
- * quiet reading (each pass opens a connection to every shard).
+ * ResolverTick runs a pass of deadlock detection at every tick when one
+ * is due, and a recovery pass when one is due: at the first tick, then
+ * every collegedb.recovery_interval unless the last pass found nothing
+ * and no transaction has begun two-phase commit since that pass's quiet
+ * reading (each pass opens a connection to every shard).
  */
 void
 ResolverTick(ResolverState *state)
@@ -96,6 +113,8 @@ ResolverTick(ResolverState *state)
 	uint64		begun;
 	bool		quiet;
 
+	if (DeadlockDue())
+		(void) run_pass(detect_deadlocks);
 	if (state->last_pass != 0 &&
 		!TimestampDifferenceExceeds(state->last_pass, GetCurrentTimestamp(),
 									CollegeRecoveryInterval))
@@ -103,7 +122,7 @@ ResolverTick(ResolverState *state)
 	quiet = ActivityTwoPhaseQuiet(&begun);
 	if (!state->recovered_all || !quiet || begun != state->recovered_begun)
 	{
-		state->recovered_all = recover_prepared() && quiet;
+		state->recovered_all = run_pass(recover_prepared) && quiet;
 		state->recovered_begun = begun;
 	}
 	state->last_pass = GetCurrentTimestamp();
