@@ -153,6 +153,18 @@ chmod 0644, $events;
 my $before = $front->safe_psql('postgres',
 	"SELECT string_agg(shard, ',' ORDER BY i) FROM generate_series(1, 60) AS i, collegedb.shard_for_key((-i)::text) AS shard");
 
+# the shards take each event row a little slower, so that the load is
+# still running when the moves come (a batch of 200 rows takes 40 ms)
+for my $shard ([ $pa, 'a' ], [ $pb, 'b' ])
+{
+	$shard->[0]->safe_psql(
+		$shard->[1], q{
+		CREATE FUNCTION slow_row() RETURNS trigger LANGUAGE plpgsql
+		  AS $$BEGIN PERFORM pg_sleep(0.0002); RETURN NEW; END$$;
+		CREATE TRIGGER slow_row BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION slow_row();
+	});
+}
+
 my $loader = bg_session($front, timeout => 600);
 my $mover  = bg_session($front, timeout => 600);
 bg_send($loader, "COPY events FROM '$events'");
@@ -169,6 +181,7 @@ $r = bg_wait($loader);
 is($r->{stderr}, '', 'the events load finished without an error');
 $loader->quit;
 $mover->quit;
+$_->[0]->safe_psql($_->[1], 'DROP TRIGGER slow_row ON events') for ([ $pa, 'a' ], [ $pb, 'b' ]);
 isnt( $front->safe_psql('postgres',
 		"SELECT string_agg(shard, ',' ORDER BY i) FROM generate_series(1, 60) AS i, collegedb.shard_for_key((-i)::text) AS shard"),
 	$before, 'the sixty keys are on other shards now');
