@@ -17,6 +17,7 @@
 #include "catalog/slotmaps.h"
 #include "catalog/tables.h"
 #include "collegedb.h"
+#include "fdw/fdw.h"
 #include "remote/remote.h"
 #include "router/router.h"
 #include "worker/launcher.h"
@@ -46,5 +47,6 @@ _PG_init(void)
 	SlotMapInit();
 	TablesInit();
 	RouterInit();
+	FdwSemiJoinInit();
 	LauncherInit();
 }
