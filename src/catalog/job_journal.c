@@ -220,6 +220,33 @@ JournalRequeueOrphanJobs(void)
 }
 
 /*
+ * JournalRestoring says whether a restore of the catalog is under way:
+ * collegedb.job or collegedb.move holds an id that its sequence has not
+ * handed out.  Every id comes from nextval(), so outside a restore no row
+ * is ahead of its sequence; pg_restore and a plain dump replayed with psql
+ * load the tables one by one, each in a transaction of its own, and set
+ * the sequences after the rows of every table.  Until then a restored job
+ * or move would meet a catalog without its shards or registered tables.
+ */
+bool
+JournalRestoring(void)
+{
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		ahead;
+
+	(void) CatalogExec("SELECT coalesce((SELECT max(id) FROM collegedb.job) >= "
+					   "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+					   "FROM collegedb.job_id_seq), false) OR "
+					   "coalesce((SELECT max(id) FROM collegedb.move) >= "
+					   "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+					   "FROM collegedb.move_id_seq), false)",
+					   0, NULL, NULL, NULL, false, &rows);
+	ahead = CatalogValue(&rows, 0, 1, &isnull);
+	return !isnull && DatumGetBool(ahead);
+}
+
+/*
  * JournalRequeueJob queues a job this process runs again without counting
  * a death: its worker is stopping cleanly (SIGTERM, a server shutdown)
  * before the job ended.
