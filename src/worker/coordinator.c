@@ -177,7 +177,8 @@ find_work(List **moves, Pending *job)
 	/*
 	 * pg_restore loads collegedb.job and collegedb.move before the shards
 	 * and registered tables: a job or move taken over then fails for want
-	 * of them.  Nothing is taken over until the restore has ended.
+	 * of them.  Nothing is taken over until the restore has ended (the
+	 * requeue of orphan jobs checks it in its own statement).
 	 */
 	if (restoring())
 	{
@@ -211,6 +212,20 @@ find_work(List **moves, Pending *job)
 
 	if (!JournalNextQueuedJob(&job->id, &job->owner))
 		job->id = 0;
+
+	/*
+	 * A restore that began after the check above may have loaded the job
+	 * or moves just read, and not yet their shards: checked again, after
+	 * the reads (a restore that has ended since loaded everything).
+	 */
+	if (restoring())
+	{
+		list_free_deep(*moves);
+		*moves = NIL;
+		job->id = 0;
+		WorkerCommit();
+		return WORK_RESTORING;
+	}
 	WorkerCommit();
 	return WORK_FOUND;
 }
