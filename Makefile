@@ -94,6 +94,7 @@ OBJS = \
 	src/fdw/estimate.o \
 	src/fdw/import.o \
 	src/fdw/join_paths.o \
+	src/fdw/semijoin.o \
 	src/fdw/modify_keys.o \
 	src/fdw/row_modify.o \
 	src/fdw/fdw_keys.o \

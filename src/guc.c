@@ -41,6 +41,7 @@ int			CollegeMoveBatchKeys = 1000;
 bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
 int			CollegeRemoteEstimateCache = 10000;
+bool		CollegeSemiJoinKeyLists = true;
 int			CollegeSharedMappingCacheSize = 65536;
 char	   *CollegeTargetRegion = NULL;
 char	   *CollegeTestPauseAfterDelivery = NULL;
@@ -276,6 +277,15 @@ GucInit(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("collegedb.semi_join_key_lists",
+							 "Reads a sharded table's rows for \"key IN (SELECT ...)\" by the list of keys, one statement per shard.",
+							 "The subquery is evaluated first, once; off plans the condition as a semi join (a keyed read per key, or a scan of every shard).",
+							 &CollegeSemiJoinKeyLists,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("collegedb.shared_mapping_cache_size",

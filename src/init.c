@@ -17,6 +17,7 @@
 #include "catalog/slotmaps.h"
 #include "catalog/tables.h"
 #include "collegedb.h"
+#include "fdw/fdw.h"
 #include "remote/remote.h"
 #include "router/router.h"
 #include "worker/launcher.h"
@@ -47,5 +48,6 @@ _PG_init(void)
 	SlotMapInit();
 	TablesInit();
 	RouterInit();
+	FdwSemiJoinInit();
 	LauncherInit();
 }

@@ -172,6 +172,41 @@ JournalSetJobResult(int64 job_id, const char *result)
 }
 
 /*
+ * RESTORING_SQL is true while a restore of the catalog is under way:
+ * collegedb.job or collegedb.move holds an id that its sequence has not
+ * handed out.  Every id comes from nextval(), so outside a restore no row
+ * is ahead of its sequence; pg_restore and a plain dump replayed with psql
+ * load the tables one by one, each in a transaction of its own, and set
+ * the sequences after the rows of every table.  Until then a restored job
+ * or move would meet a catalog without its shards or registered tables.
+ * A sequence is read as it is now, not as of the statement's snapshot: a
+ * row the snapshot sees is ahead of it only until the restore is done.
+ */
+#define RESTORING_SQL \
+	"(coalesce((SELECT max(id) FROM collegedb.job) >= " \
+	"(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END " \
+	"FROM collegedb.job_id_seq), false) OR " \
+	"coalesce((SELECT max(id) FROM collegedb.move) >= " \
+	"(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END " \
+	"FROM collegedb.move_id_seq), false))"
+
+/*
+ * JournalRestoring says whether a restore of the catalog is under way
+ * (RESTORING_SQL).
+ */
+bool
+JournalRestoring(void)
+{
+	CdCatalogRows rows;
+	bool		isnull;
+	Datum		ahead;
+
+	(void) CatalogExec("SELECT " RESTORING_SQL, 0, NULL, NULL, NULL, false, &rows);
+	ahead = CatalogValue(&rows, 0, 1, &isnull);
+	return !isnull && DatumGetBool(ahead);
+}
+
+/*
  * JournalRequeueOrphanJobs queues again every running job whose worker is
  * gone (its agreed keys are skipped when it runs again), counting a death
  * of the job: a worker that exits, by an error or a SIGTERM, records how
@@ -181,6 +216,8 @@ JournalSetJobResult(int64 job_id, const char *result)
  * reason, and nothing runs it again until collegedb.retry_job(): a job
  * that crashes its worker cannot crash-loop the server.  Its moves are
  * left to the journal (the coordinator finishes or cleans up each one).
+ * Nothing is requeued while a restore is under way: the job's worker is
+ * gone, but so are its shards until the restore has loaded them.
  */
 void
 JournalRequeueOrphanJobs(void)
@@ -197,7 +234,7 @@ JournalRequeueOrphanJobs(void)
 					   "the job stopped so that it cannot crash the server again, and "
 					   "collegedb.retry_job(%s) runs it again', j.deaths + 1, j.lease_pid, j.id) "
 					   "ELSE j.last_error END "
-					   "WHERE state = 'running' AND "
+					   "WHERE state = 'running' AND NOT " RESTORING_SQL " AND "
 					   "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = j.lease_pid "
 					   "AND (j.lease_backend_start IS NULL OR a.backend_start = j.lease_backend_start)) "
 					   "RETURNING j.id, j.state, j.deaths, j.lease_pid",

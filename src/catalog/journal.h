@@ -106,6 +106,7 @@ extern void JournalSetJobResult(int64 job_id, const char *result);
 extern void JournalSetJobSlot(int64 job_id, int32 slot);
 extern int64 JournalJobKeysLeft(int64 job_id, char **error);
 extern void JournalRequeueOrphanJobs(void);
+extern bool JournalRestoring(void);
 extern void JournalRequeueJob(int64 job_id);
 extern bool JournalNextQueuedJob(int64 *job_id, Oid *owner);
 extern bool JournalJobGoesOn(int64 job_id);

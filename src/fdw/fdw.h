@@ -215,6 +215,9 @@ extern Expr *FdwKeyedJoinValue(ForeignPath *path);
 extern bool FdwRemoteRows(const CdForeignTable *table, double *rows);
 extern void FdwForgetRemoteRows(Oid relid);
 
+/* semijoin.c */
+extern void FdwSemiJoinInit(void);
+
 /* import.c */
 extern List *collegedb_import_schema(ImportForeignSchemaStmt *stmt, Oid serverOid);
 

@@ -18,7 +18,9 @@
  * through the fan-out (remote/fanout.h), a shard's further statements
  * right after its previous one; the first shard that fails fails the
  * read.  A row tells which key it answers by its key column, which the
- * scan always selects.  A key that got no row there goes on as a point
+ * scan always selects; one that answers none of the statement's keys
+ * byte for byte (a shard's collation matched it: MySQL's ignore case) is
+ * left out, as a read of one text key compares byte for byte.  A key that got no row there goes on as a point
  * read would after that first read (RouterReadMissed: its tombstone, the
  * other candidates), with the planned one-key text, after the fan-out.
  * The caller has already dropped NULL keys and repeats, as IN does.
@@ -124,6 +126,7 @@ typedef struct KeyRowSink
 	int			key_col;		/* 0-based */
 	FdwKey	  **keys;			/* the statement's keys, sorted by text */
 	int			nkeys;
+	int64		left_out;		/* rows that answered none of them */
 } KeyRowSink;
 
 static int
@@ -141,9 +144,14 @@ key_sink_columns(CdRowSink *self, int ncols, const char *const *names)
 }
 
 /*
- * key_sink_row stores the row, then renders its key column as the key's
- * text is rendered (the column's type, its output function) to find the
- * key it answers.  It runs in the adapter's per-row context.
+ * key_sink_row renders the row's key column as the key's text is rendered
+ * (the column's type, its output function) to find the key it answers,
+ * and stores the row only when it answers one.  A shard compares a list's
+ * keys under its column's collation (MySQL's ignore case and trailing
+ * spaces: 'kb' for 'kB'), where a read of one text key compares byte for
+ * byte (deparse.c): a row whose key is none of the list's, byte for byte,
+ * is not the key's and is left out.  It runs in the adapter's per-row
+ * context.
  */
 static void
 key_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
@@ -156,18 +164,24 @@ key_sink_row(CdRowSink *self, int ncols, const CdCell *cells)
 	Datum		value;
 	bool		isnull;
 
-	sink->inner->base.row(&sink->inner->base, ncols, cells);
 	if (sink->key_col >= ncols)
+	{
+		sink->inner->base.row(&sink->inner->base, ncols, cells);
 		return;
+	}
 	value = ValuesCellToDatum(&cells[sink->key_col], att->atttypid, att->atttypmod,
 							  &sink->inner->inputs[sink->key_col],
 							  sink->inner->ioparams[sink->key_col], &isnull);
-	if (isnull)
+	probe.text = isnull ? NULL : FdwKeyText(value, att->atttypid);
+	hit = isnull ? NULL :
+		bsearch(&probe_ptr, sink->keys, sink->nkeys, sizeof(FdwKey *), key_ptr_cmp);
+	if (hit == NULL)
+	{
+		sink->left_out++;
 		return;
-	probe.text = FdwKeyText(value, att->atttypid);
-	hit = bsearch(&probe_ptr, sink->keys, sink->nkeys, sizeof(FdwKey *), key_ptr_cmp);
-	if (hit)
-		(*hit)->found = true;
+	}
+	(*hit)->found = true;
+	sink->inner->base.row(&sink->inner->base, ncols, cells);
 }
 
 /*
@@ -418,7 +432,7 @@ FdwReadKeys(const char *const *sql, List *split, int nparams, CdParam *params,
 	{
 		if (!shards[i].ok)
 			FanoutRaise(&shards[i], NULL, NULL);
-		rows += groups[i].rows;
+		rows += groups[i].rows - groups[i].sink.left_out;
 	}
 
 	/* the keys that got nothing where they route go on as point reads */

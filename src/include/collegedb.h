@@ -56,6 +56,7 @@ extern int	CollegeMoveBatchKeys;
 extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;
 extern int	CollegeRemoteEstimateCache;
+extern bool CollegeSemiJoinKeyLists;
 extern int	CollegeSharedMappingCacheSize;
 extern char *CollegeTargetRegion;
 extern char *CollegeTestPauseAfterDelivery;

@@ -7,7 +7,8 @@
  * The launcher (launcher.c) starts one for every database that takes
  * connections.  A coordinator whose database has no collegedb says so to
  * the launcher and exits at once; so does one whose extension is dropped.
- * Twice a second, or when woken, it
+ * Twice a second, or when woken, it (unless a restore of its catalog is
+ * under way: JournalRestoring)
  *	- takes over every unfinished move whose holder is gone (its process
  *	  no longer exists: it died, or the server restarted) once the move's
  *	  retry is due, and runs it from the step its journal reached; a move
@@ -33,6 +34,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -104,8 +106,40 @@ typedef enum WorkFound
 {
 	WORK_FOUND,
 	WORK_NO_EXTENSION,
-	WORK_NOT_SERVED
+	WORK_NOT_SERVED,
+	WORK_RESTORING
 } WorkFound;
+
+/* the restore of the catalog that this coordinator waits for was logged */
+static bool restore_logged = false;
+
+/*
+ * restoring says whether a restore of the catalog is under way (see
+ * JournalRestoring), logging when the coordinator starts and stops
+ * waiting for it.
+ */
+static bool
+restoring(void)
+{
+	bool		now = JournalRestoring();
+
+	if (now != restore_logged)
+	{
+		char	   *database = get_database_name(MyDatabaseId);
+
+		if (now)
+			ereport(LOG,
+					(errmsg("collegedb coordinator: the catalog of database \"%s\" is being restored; jobs and moves wait for the restore to end",
+							database),
+					 errdetail("collegedb.job or collegedb.move holds ids that its sequence has not handed out; a restore sets the sequences after the rows of every table.")));
+		else
+			ereport(LOG,
+					(errmsg("collegedb coordinator: the restore of database \"%s\" has set the catalog's sequences; jobs and moves go on",
+							database)));
+		restore_logged = now;
+	}
+	return now;
+}
 
 /*
  * find_work lists the moves to take over and the job to run, in one
@@ -140,6 +174,18 @@ find_work(List **moves, Pending *job)
 		return WORK_NOT_SERVED;
 	}
 
+	/*
+	 * pg_restore loads collegedb.job and collegedb.move before the shards
+	 * and registered tables: a job or move taken over then fails for want
+	 * of them.  Nothing is taken over until the restore has ended (the
+	 * requeue of orphan jobs checks it in its own statement).
+	 */
+	if (restoring())
+	{
+		WorkerCommit();
+		return WORK_RESTORING;
+	}
+
 	/* a running job whose worker is gone starts over (agreed keys are skipped) */
 	JournalRequeueOrphanJobs();
 
@@ -166,6 +212,20 @@ find_work(List **moves, Pending *job)
 
 	if (!JournalNextQueuedJob(&job->id, &job->owner))
 		job->id = 0;
+
+	/*
+	 * A restore that began after the check above may have loaded the job
+	 * or moves just read, and not yet their shards: checked again, after
+	 * the reads (a restore that has ended since loaded everything).
+	 */
+	if (restoring())
+	{
+		list_free_deep(*moves);
+		*moves = NIL;
+		job->id = 0;
+		WorkerCommit();
+		return WORK_RESTORING;
+	}
 	WorkerCommit();
 	return WORK_FOUND;
 }
@@ -274,6 +334,16 @@ collegedb_coordinator_main(Datum arg)
 		}
 		if (found == WORK_NOT_SERVED)
 			proc_exit(0);
+		if (found == WORK_RESTORING)
+		{
+			/* no delivery or recovery either: their rows are half loaded */
+			MemoryContextSwitchTo(old);
+			pgstat_report_activity(STATE_IDLE, NULL);
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 500, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			continue;
+		}
 
 		/*
 		 * The prepared transactions two-phase commit left: while a move or

@@ -21,7 +21,8 @@
 # restored coordinator and ends with its key where the old front put it; job and move
 # ids go on from the dumped ones; a rebalance drains a shard; the topology group takes
 # a new state; a computed key resolves through its exception; the rebalance in flight
-# runs again to done with every key moved once.
+# runs again to done with every key moved once, its coordinator having waited while
+# pg_restore was half-way through the catalog's rows.
 use strict;
 use warnings;
 
@@ -299,12 +300,36 @@ like($comp_routes, qr/:exception/, 'comp: some keys route through their exceptio
 
 # reb: the rebalance in flight at the dump (and still at the old front's end) is run
 # again by the restored coordinator, its paused move resumed
+#
+# pg_restore loads the catalog table by table, each in a transaction of its own, and
+# the coordinator of the new database looks at it meanwhile: collegedb.job comes before
+# collegedb.move, collegedb.registered_table and collegedb.shard.  The restore stops
+# right after collegedb.job (its running job's worker is gone) until the coordinator
+# has looked: it must wait for the rest, not run the job (which then failed: 'table
+# "items" is not registered') nor its moves ('shard "r1" is not registered').
 $new->safe_psql('postgres', 'CREATE DATABASE reb');
-$new->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'reb', "$tmp/reb.dump" ], 'pg_restore of reb');
-ok( poll_until(
-		$new, qq{SELECT state || '/' || keys_done || '/' || keys_planned || '/' || failed
-		           FROM collegedb.jobs WHERE id = $reb_job}, 'done/20/20/0', 90, 'reb'),
-	'reb: the restored rebalance job ends done, every key moved');
+my ($listing) = run_command([ 'pg_restore', '-l', "$tmp/reb.dump" ]);
+my @toc = grep { !/^;/ } split /\n/, $listing;
+my ($cut) = grep { $toc[$_] =~ /\bTABLE DATA collegedb job\b/ } 0 .. $#toc;
+ok(defined $cut && $cut < $#toc, 'reb: the dump holds data after collegedb.job\'s');
+PostgreSQL::Test::Utils::append_to_file("$tmp/reb.head", join("\n", @toc[ 0 .. $cut ]) . "\n");
+PostgreSQL::Test::Utils::append_to_file("$tmp/reb.tail", join("\n", @toc[ $cut + 1 .. $#toc ]) . "\n");
+$off = -s $new->logfile;
+$new->command_ok([ 'pg_restore', '--exit-on-error', '-L', "$tmp/reb.head", '-d', 'reb', "$tmp/reb.dump" ],
+	'pg_restore of reb up to the data of collegedb.job');
+my ($seen) = wait_for_log_match($new,
+	qr/collegedb coordinator: (the catalog of database "reb" is being restored|job $reb_job is queued again)/, $off, 60);
+like($seen // '', qr/being restored/, 'reb: the coordinator waits for the restore instead of running the job');
+$new->command_ok([ 'pg_restore', '--exit-on-error', '-L', "$tmp/reb.tail", '-d', 'reb', "$tmp/reb.dump" ],
+	'pg_restore of reb, the rest');
+ok(poll_until($new, qq{SELECT state IN ('done', 'failed') FROM collegedb.jobs WHERE id = $reb_job}, 't', 90, 'reb'),
+	'reb: the restored rebalance job ends');
+ok(poll_until($new, qq{SELECT state || '/' || keys_done || '/' || keys_planned || '/' || failed
+		           FROM collegedb.jobs WHERE id = $reb_job}, 'done/20/20/0', 10, 'reb'),
+	'reb: the restored rebalance job ends done, every key moved')
+  or diag('reb: ' . $new->safe_psql('reb', qq{
+	SELECT state || ', error: ' || coalesce(last_error, '-') || ', deaths: ' || deaths
+	  FROM collegedb.jobs WHERE id = $reb_job}));
 ok(poll_until($new, q{SELECT count(*) FROM collegedb.moves WHERE step <> 'done'}, '0', 60, 'reb'),
 	"reb: every move is done, also move $reb_move paused at the dump");
 is( $new->safe_psql('reb', q{

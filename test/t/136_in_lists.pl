@@ -5,8 +5,10 @@
 # $2, $3)" reach each shard once, with that shard's keys as one array parameter, and
 # return the rows one read per key returns.  Lists of any length share one prepared
 # statement on a shard.  The shards' statements are sent together: one shard's answers
-# while the other is blocked.  A key that moved away from its mapped shard costs its
-# own read where the tombstone points, after the grouped one.
+# while the other is blocked.  "key IN (SELECT ...)" and a join with a smaller local
+# table are read the same way, also while a move has a key's row on both shards.  A key
+# that moved away from its mapped shard costs its own read where the tombstone points,
+# after the grouped one.
 use strict;
 use warnings;
 
@@ -167,6 +169,48 @@ $r = bg_wait($bg);
 is($r->{stdout}, '31,32,33,34', '... and once it ran, every row came');
 is($r->{stderr}, '', '... without an error');
 $locker->quit;
+
+# key IN (SELECT ...) and a join with a smaller local table (fdw/semijoin.c) are read
+# by the local keys, one statement per shard, also while a key's move stands between
+# the target's commit and the source's delete (its rows on both shards): each row once
+$front->safe_psql('postgres', q{
+	CREATE TABLE local_keys AS SELECT i AS k FROM generate_series(1, 100) AS i;
+	CREATE TABLE few_keys AS SELECT i AS k FROM generate_series(1, 40) AS i;
+	ANALYZE local_keys; ANALYZE few_keys; ANALYZE items;
+});
+my $semi = "SELECT string_agg(id || '|' || v, ',' ORDER BY id) FROM items WHERE id IN (SELECT k FROM local_keys)";
+my $join = "SELECT string_agg(id || '|' || v, ',' ORDER BY id) FROM few_keys JOIN items ON items.id = few_keys.k";
+($sent, $rows) = sent_by($semi);
+is($rows, $expected, 'key IN (SELECT ...) of 100 keys: the rows of one read per key');
+is(scalar(@$sent), 2, '... in one statement per shard') or diag(join("\n", @$sent));
+($sent, $rows) = sent_by($join);
+is($rows, $per_key->(1 .. 40), 'a join with a local table of 40 keys: the rows of one read per key');
+is(scalar(@$sent), 2, '... in one statement per shard') or diag(join("\n", @$sent));
+
+$front->safe_psql('postgres', "ALTER SYSTEM SET collegedb.test_pause_in_step = 'source'; SELECT pg_reload_conf()");
+ok(poll_until($front, 'SHOW collegedb.test_pause_in_step', 'source', 30), 'movers pause inside the source step');
+my $off = -s $front->logfile;
+my $mover = psql_start($front, q{SELECT collegedb.reassign_shard('20', 's')});
+my ($mover_pid, $move_id) =
+  wait_for_log_match($front, qr/\[(\d+)\] LOG:  collegedb: move (\d+) paused inside step source\b/, $off, 60);
+ok($move_id, "move $move_id of key 20 to s paused after the target's commit");
+is($shard->safe_psql('app', 'SELECT count(*) FROM items WHERE id = 20') . '/'
+	  . $shard->safe_psql('app2', 'SELECT count(*) FROM items WHERE id = 20'),
+	'1/1', '... its row on both shards');
+($sent, $rows) = sent_by($semi);
+is($rows, $expected, 'key IN (SELECT ...) during the move: every row once');
+is(scalar(@$sent), 2, '... in one statement per shard');
+($sent, $rows) = sent_by($join);
+is($rows, $per_key->(1 .. 40), 'the join during the move: every row once');
+$front->safe_psql('postgres', 'ALTER SYSTEM RESET collegedb.test_pause_in_step; SELECT pg_reload_conf()');
+ok(poll_until($front, 'SHOW collegedb.test_pause_in_step', '', 30), 'movers pause no more');
+$front->safe_psql('postgres', "SELECT pg_terminate_backend($mover_pid)");
+psql_finish($mover, 60);
+ok(poll_until($front, "SELECT step FROM collegedb.moves WHERE id = $move_id", 'done', 90),
+	'the coordinator finished the move');
+($sent, $rows) = sent_by($semi);
+is($rows, $expected, 'key IN (SELECT ...) after the move: every row once');
+is(scalar(@$sent), 2, '... in one statement per shard');
 
 # key 7 moves to s2; its mapping is made stale again (back to s)
 $front->safe_psql('postgres', q{SELECT collegedb.reassign_shard('7', 's2')});
