@@ -170,6 +170,15 @@ SELECT id, v FROM sjt WHERE id IN (SELECT 'kB'::text) ORDER BY id, v;
 SELECT statements($$SELECT * FROM sjt WHERE id IN (SELECT k FROM tkeys)$$);
 -- a join compares its rows again on the front: 'ka' twice in tkeys, twice each
 SELECT tkeys.k, sjt.v FROM tkeys JOIN sjt ON sjt.id = tkeys.k ORDER BY 1, 2;
+-- writes by a list of text keys change those keys' rows only, byte for byte
+-- as a write of one key does: 'kb' is not 'kB', 'KA' not 'ka', 'k c ' not 'k c'
+UPDATE sjt SET v = 'u1' WHERE id IN ('kB', 'zz', 'k c ', 'KA');
+SELECT id, v FROM sjt ORDER BY id, v;
+UPDATE sjt SET v = 'u2' WHERE id = ANY(ARRAY['kb', 'ka', 'KB', 'kä']);
+SELECT id, v FROM sjt ORDER BY id, v;
+SELECT statements($$UPDATE sjt SET v = 'u3' WHERE id = ANY(ARRAY['kb', 'ka', 'KB', 'kä', 'k c'])$$);
+DELETE FROM sjt WHERE id IN ('KB', 'kä', 'k c ', 'kb');
+SELECT id, v FROM sjt ORDER BY id, v;
 SELECT shard, ok FROM collegedb.run_on_all('DROP TABLE sjt') ORDER BY shard;
 DROP FUNCTION key_reads();
 DROP FOREIGN TABLE sjt;

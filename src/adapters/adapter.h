@@ -455,8 +455,9 @@ typedef struct CdConnInfo
  * key_in_match: (optional) key_match of a list of keys: column %1$s
  *			 (quoted) with any of %2$s ("$i, $j, ..."), byte for byte, where
  *			 a disjunction of key_match would be too deep an expression
- *			 (SQLite's expression depth limit).  NULL: key_match per key,
- *			 joined by OR (or key_list_sql where the dialect has it).
+ *			 (SQLite's expression depth limit) or too slow to plan (MySQL).
+ *			 NULL: key_match per key, joined by OR (or key_list_sql where
+ *			 the dialect has it).
  * topology_ddl: NULL-terminated statements creating the shard-side tables
  *			 of topology groups, collegedb_topology(group_name, version,
  *			 snapshot) and collegedb_topology_state(group_name, channel,

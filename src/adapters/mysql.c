@@ -646,6 +646,8 @@ const CdAdapter CdMysqlAdapter = {
 	"FROM information_schema.tables "
 	"WHERE table_schema = COALESCE($2, DATABASE()) AND table_name = $1",
 	.key_match = "%1$s = $%2$d AND CAST(%1$s AS BINARY) = CAST($%2$d AS BINARY)",
+	/* a binary string against the keys compares them as binary strings */
+	.key_in_match = "(%1$s IN (%2$s) AND CAST(%1$s AS BINARY) IN (%2$s))",
 	/* MariaDB's InnoDB lock waits, server-wide; the user needs PROCESS */
 	.lock_waits_sql = "SELECT r.trx_mysql_thread_id AS waiter, "
 	"b.trx_mysql_thread_id AS blocker "

@@ -180,10 +180,11 @@ DeparseWhere(FdwDeparse *d, List *remote_conds, Expr *key_expr, bool required)
 	else if (key_expr)
 	{
 		for (int i = 0; i < AdapterCount(); i++)
+		{
 			appendStringInfoString(&d->sql[i], d->nconds[i]++ ? " AND " : " WHERE ");
-		DeparseColumn(d, d->table->key_attno);
-		for (int i = 0; i < AdapterCount(); i++)
 			d->key_start[i] = d->sql[i].len;
+		}
+		DeparseColumn(d, d->table->key_attno);
 		DeparseAppend(d, " = ");
 		deparse_param(d, key_expr);
 		for (int i = 0; i < AdapterCount(); i++)
@@ -345,9 +346,11 @@ DeparseTextsOf(List *texts, const char **sql)
 }
 
 /*
- * DeparseKeySplit returns where the key's " = $k" stands in each dialect's
- * text (start and end offsets, as Integer nodes, dialect after dialect),
- * for a scan of a list of keys to put " IN ($k, ...)" there instead.
+ * DeparseKeySplit returns where the key's condition ("col" = $k) stands in
+ * each dialect's text (start and end offsets, as Integer nodes, dialect
+ * after dialect), then the key column's name and whether its values are
+ * text (1 or 0), for a scan or a modification of a list of keys to put
+ * the list's condition there instead (FdwGroupedKeyText).
  */
 List *
 DeparseKeySplit(FdwDeparse *d)
@@ -359,6 +362,9 @@ DeparseKeySplit(FdwDeparse *d)
 		split = lappend(split, makeInteger(d->key_start[i]));
 		split = lappend(split, makeInteger(d->key_end[i]));
 	}
+	split = lappend(split, makeString(pstrdup(d->table->columns[d->table->key_attno - 1])));
+	split = lappend(split, makeInteger(ShippableFamily(get_atttype(d->table->relid,
+														  d->table->key_attno)) == CD_FAMILY_TEXT));
 	return split;
 }
 

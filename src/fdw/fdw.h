@@ -56,7 +56,7 @@ typedef struct FdwDeparse
 	Index		relid;
 	CdForeignTable *table;
 	List	  **params;			/* fdw_exprs */
-	int			key_start[CD_MAX_DIALECTS]; /* where " = $k" of the key begins */
+	int			key_start[CD_MAX_DIALECTS]; /* where "col" = $k of the key begins */
 	int			key_end[CD_MAX_DIALECTS];	/* and ends, in each text */
 	int			nconds[CD_MAX_DIALECTS];	/* WHERE conditions written */
 	bool		failed[CD_MAX_DIALECTS];	/* cannot say it all: no text */

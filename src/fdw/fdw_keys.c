@@ -193,14 +193,17 @@ bool
 FdwKeysGroupable(int nparams, int key_param, List *split)
 {
 	return split != NIL && key_param == nparams &&
-		list_length(split) == 2 * AdapterCount();
+		list_length(split) == 2 * AdapterCount() + 2;
 }
 
 /*
- * FdwGroupedKeyText puts the dialect's list of keys where the key's " = $k"
- * stands in 'sql' (the dialect's text): its key_list_sql with $first, or
- * " IN ($first, ..., $first + n - 1)".  Reads here, writes in
- * modify_keys.c.
+ * FdwGroupedKeyText puts the dialect's condition on a list of keys where
+ * the key's "col" = $k stands in 'sql' (the dialect's text, 'split' from
+ * DeparseKeySplit): the keys are $first to $first + n - 1, or the one
+ * array parameter $first with the adapter's key_list_sql.  Text keys
+ * compare byte for byte, as one key does (AdapterKeysMatch: a shard's
+ * collation would otherwise take 'kb' for 'kB' on MySQL); other keys by
+ * the column's own equality.  Reads here, writes in modify_keys.c.
  */
 char *
 FdwGroupedKeyText(const char *sql, List *split, int dialect, int first, int n)
@@ -208,18 +211,31 @@ FdwGroupedKeyText(const char *sql, List *split, int dialect, int first, int n)
 	const CdAdapter *adapter = AdapterForDialect(dialect);
 	int			start = intVal(list_nth(split, 2 * dialect));
 	int			end = intVal(list_nth(split, 2 * dialect + 1));
+	const char *column = strVal(list_nth(split, 2 * AdapterCount()));
+	bool		text = intVal(list_nth(split, 2 * AdapterCount() + 1)) != 0;
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, sql, start);
-	if (adapter->key_list_sql)
-		appendStringInfo(&buf, adapter->key_list_sql, first);
+	if (text)
+	{
+		bool		as_array;
+
+		appendStringInfoString(&buf, AdapterKeysMatch(adapter, column, first, n, &as_array));
+		Assert(as_array == (adapter->key_list_sql != NULL));
+	}
 	else
 	{
-		appendStringInfoString(&buf, " IN (");
-		for (int i = 0; i < n; i++)
-			appendStringInfo(&buf, "%s$%d", i ? ", " : "", first + i);
-		appendStringInfoChar(&buf, ')');
+		appendStringInfoString(&buf, adapter->quote_ident(column));
+		if (adapter->key_list_sql)
+			appendStringInfo(&buf, adapter->key_list_sql, first);
+		else
+		{
+			appendStringInfoString(&buf, " IN (");
+			for (int i = 0; i < n; i++)
+				appendStringInfo(&buf, "%s$%d", i ? ", " : "", first + i);
+			appendStringInfoChar(&buf, ')');
+		}
 	}
 	appendStringInfoString(&buf, sql + end);
 	return buf.data;
