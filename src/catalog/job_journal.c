@@ -391,28 +391,36 @@ JournalRebalanceResult(int64 job_id, CdCatalogRows *rows)
 /* The keys of jobs */
 
 /*
- * JournalPlanJobKeys records the keys a (re)run of a rebalance moves, a
- * List of CdJobKeyRow, and returns how many keys the job has in all.  The
- * keys its last run had not finished (pending, or claimed by a mover that
- * died) follow the new plan, and a key the new plan moves again is pending
- * again.
+ * JournalForgetPendingJobKeys begins a (re)run's plan: the keys its last
+ * run had not finished (pending, or claimed by a mover that died) are
+ * forgotten, and come back with the new plan if it moves them still.
  */
-int64
-JournalPlanJobKeys(int64 job_id, List *keys)
+void
+JournalForgetPendingJobKeys(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	(void) CatalogExec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
+					   1, types, values, NULL, false, NULL);
+}
+
+/*
+ * JournalAddJobKeys records keys a rebalance's plan moves, a List of
+ * CdJobKeyRow, with one statement (a page of the plan); a key the job had
+ * settled already is pending again, with its new source and target.
+ */
+void
+JournalAddJobKeys(int64 job_id, List *keys)
 {
 	Oid			types[5] = {INT8OID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 	Datum		values[5];
-	CdCatalogRows rows;
-	bool		isnull;
 	int			n = list_length(keys);
 	Datum	   *cols[4];
 	ListCell   *lc;
 	int			i = 0;
 
 	values[0] = Int64GetDatum(job_id);
-	(void) CatalogExec("DELETE FROM collegedb.job_key WHERE job_id = $1 AND state IN ('pending', 'moving')",
-					   1, types, values, NULL, false, NULL);
-	/* one statement for all keys: a rebalance may plan hundreds of thousands */
 	for (int c = 0; c < 4; c++)
 		cols[c] = palloc(sizeof(Datum) * Max(n, 1));
 	foreach(lc, keys)
@@ -436,6 +444,21 @@ JournalPlanJobKeys(int64 job_id, List *keys)
 					   "target = EXCLUDED.target, state = 'pending', error = NULL, raw_key = EXCLUDED.raw_key, "
 					   "planned_at = now(), settled_at = NULL",
 					   5, types, values, NULL, false, NULL);
+	for (int c = 0; c < 4; c++)
+		pfree(cols[c]);
+}
+
+/*
+ * JournalCountJobKeys returns how many keys a job has in all.
+ */
+int64
+JournalCountJobKeys(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+	bool		isnull;
+
 	(void) CatalogExec("SELECT count(*) FROM collegedb.job_key WHERE job_id = $1",
 					   1, types, values, NULL, false, &rows);
 	return DatumGetInt64(CatalogValue(&rows, 0, 1, &isnull));

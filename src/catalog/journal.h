@@ -117,7 +117,9 @@ extern bool JournalJobProgress(int64 job_id, int64 *done, int64 *planned, double
 extern void JournalRebalanceResult(int64 job_id, CdCatalogRows *rows);
 
 /* the keys of jobs */
-extern int64 JournalPlanJobKeys(int64 job_id, List *keys);
+extern void JournalForgetPendingJobKeys(int64 job_id);
+extern void JournalAddJobKeys(int64 job_id, List *keys);
+extern int64 JournalCountJobKeys(int64 job_id);
 extern bool JournalClaimJobKey(int64 job_id, CdJobKeyRow *k);
 extern int	JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys);
 extern void JournalUnclaimJobKey(int64 job_id, const char *stored);

@@ -230,7 +230,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 
 		values[0] = Int64GetDatum(plan->examined);
 		values[1] = Int64GetDatum(plan->agreed);
-		values[2] = Int64GetDatum(list_length(plan->moves));
+		values[2] = Int64GetDatum(plan->moves);
 		values[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
 	}
 	else
@@ -241,7 +241,7 @@ collegedb_rebalance(PG_FUNCTION_ARGS)
 		bool		isnull;
 
 		/* the plan's checks, here, so that errors come with their own codes */
-		(void) RebalancePlan(table_name, 0);
+		RebalanceCheck(table_name);
 		id = JobLaunchAndWait('r', table_name, NULL, NULL, false,
 							  PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), -1);
 		ensure_job_succeeded(id, 'r', true, &result);
@@ -343,7 +343,7 @@ collegedb_schedule_rebalance(PG_FUNCTION_ARGS)
 	CatalogEnsureWritable(gettext_noop("cannot schedule a rebalance on a hot standby"));
 	ensure_coordinator("collegedb.schedule_rebalance()", "collegedb.rebalance()");
 	ensure_concurrency(fcinfo, 1);
-	(void) RebalancePlan(table_name, 0);
+	RebalanceCheck(table_name);
 	PG_RETURN_INT64(JournalInsertJob("rebalance", table_name, NULL, NULL, NULL, false,
 									 PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1),
 									 GetUserId(), false));

@@ -112,55 +112,83 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 
 /* how many keys a rebalance plans between two looks for a cancel */
 #define PLAN_CANCEL_EVERY 2000
+/* how many of its keys to move a plan records with one statement */
+#define PLAN_PAGE_KEYS 10000
 
 /*
- * RebalancePlan examines a registered table's keys on every readable shard
- * and returns which of them must move where.  Reads only.  For a job
- * ('job_id' > 0) it looks for a cancel every PLAN_CANCEL_EVERY keys and
- * returns NULL when one was asked for (a plan of many keys takes a while).
+ * A plan in the making: the counts, and for a job the keys to move that
+ * are not recorded yet (at most PLAN_PAGE_KEYS, in page_context).
  */
-JobPlan *
-RebalancePlan(const char *table_name, int64 job_id)
+typedef struct PlanInMaking
 {
-	JobPlan    *plan = palloc0(sizeof(JobPlan));
-	CdTable    *table = RegisteredTableEnsure(table_name);
-	const CdShard **set;
-	const CdShard **eligible;
-	CdFanoutShard *found;
-	CaptureRowSink *sinks;
-	int			n,
-				neligible = 0;
-	ListCell   *lc;
+	JobPlan    *plan;
+	int64		job_id;			/* 0: counts only */
+	const CdShard **eligible;	/* the shards that take keys */
+	int			neligible;
+	List	   *page;			/* of CdJobKeyRow */
+	MemoryContext page_context;
+	int64		looked;
+	bool		cancelled;
+} PlanInMaking;
 
+/* the rows of one shard's keys, as they arrive */
+typedef struct PlanRowSink
+{
+	CdRowSink	base;
+	PlanInMaking  *state;
+	const CdShard *shard;
+} PlanRowSink;
+
+/*
+ * RebalanceCheck raises the errors a rebalance of the table would meet
+ * before it reads any key: an unregistered table, computed placement
+ * without an epoch, no shard that takes keys.  It returns the readable
+ * shards (*n of them) and the shards that take keys (*neligible).
+ */
+static const CdShard **
+rebalance_check(const char *table_name, CdTable **table, int *n,
+				const CdShard ***eligible, int *neligible)
+{
+	const CdShard **set;
+
+	*table = RegisteredTableEnsure(table_name);
 	if (ConfigGet()->computed && EpochList() == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_TOPOLOGY_UNAVAILABLE),
 				 errmsg("computed placement has no published epoch")));
 
-	set = ShardReadSet(&n);
-	eligible = palloc(sizeof(CdShard *) * Max(n, 1));
-	for (int i = 0; i < n; i++)
+	set = ShardReadSet(n);
+	*eligible = palloc(sizeof(CdShard *) * Max(*n, 1));
+	*neligible = 0;
+	for (int i = 0; i < *n; i++)
 		if (RouterShardTakesKeys(set[i]) && RouterShardEligible(set[i], "allocate", NULL))
-			eligible[neligible++] = set[i];
-	if (neligible == 0)
+			(*eligible)[(*neligible)++] = set[i];
+	if (*neligible == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CD_NO_ELIGIBLE_SHARD),
 				 errmsg("no shard can take keys, so there is nowhere to rebalance to")));
+	return set;
+}
 
-	/* the distinct keys of the table, on every shard at once */
-	found = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
-	sinks = palloc0(sizeof(CaptureRowSink) * Max(n, 1));
+/*
+ * read_keys runs 'sql' (%1$s the key column, %2$s the table, quoted in
+ * each shard's dialect) on every readable shard at once, each shard's rows
+ * to sinks[i]; a shard that cannot be read fails the call.
+ */
+static void
+read_keys(const char *fmt, CdTable *table, const char *table_name, const CdShard **set,
+		  int n, CdRowSink **sinks)
+{
+	CdFanoutShard *found = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+
 	for (int i = 0; i < n; i++)
 	{
 		const CdAdapter *adapter = AdapterForDialect(set[i]->dialect);
 
-		CaptureRowSinkInit(&sinks[i]);
 		found[i].shard = set[i];
-		/* in each shard's dialect: identifiers quote differently */
-		found[i].sql = psprintf("SELECT DISTINCT %s FROM %s",
-								adapter->quote_ident(table->key_column),
+		found[i].sql = psprintf(fmt, adapter->quote_ident(table->key_column),
 								adapter->quote_ident(table->name));
-		found[i].sink = &sinks[i].base;
+		found[i].sink = sinks[i];
 	}
 	FanoutRun(found, n, NULL, 0, NULL, CD_FANOUT_READ);
 	for (int i = 0; i < n; i++)
@@ -169,97 +197,198 @@ RebalancePlan(const char *table_name, int64 job_id)
 					(errcode(ERRCODE_CD_JOB_FAILED),
 					 errmsg("could not read the keys of table \"%s\" on shard \"%s\": %s",
 							table_name, set[i]->name, found[i].error)));
+}
 
+/*
+ * RebalanceCheck raises what a rebalance of the table would raise before
+ * it moves anything (see rebalance_check), and reaches the table on every
+ * readable shard, without reading its keys.
+ */
+void
+RebalanceCheck(const char *table_name)
+{
+	CdTable    *table;
+	const CdShard **set;
+	const CdShard **eligible;
+	CdRowSink **sinks;
+	CaptureRowSink *none;
+	int			n,
+				neligible;
+
+	set = rebalance_check(table_name, &table, &n, &eligible, &neligible);
+	sinks = palloc(sizeof(CdRowSink *) * Max(n, 1));
+	none = palloc0(sizeof(CaptureRowSink) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
-		int64		looked = 0;
+		CaptureRowSinkInit(&none[i]);
+		sinks[i] = &none[i].base;
+	}
+	read_keys("SELECT %s FROM %s WHERE 1 = 0", table, table_name, set, n, sinks);
+}
 
-		foreach(lc, sinks[i].rows)
+/*
+ * record_page records the plan's keys not recorded yet, with one
+ * statement, and empties the page.
+ */
+static void
+record_page(PlanInMaking *ps)
+{
+	if (ps->page != NIL)
+		JournalAddJobKeys(ps->job_id, ps->page);
+	ps->page = NIL;
+	MemoryContextReset(ps->page_context);
+}
+
+static void
+plan_columns(CdRowSink *self, int ncols, const char *const *names)
+{
+}
+
+/*
+ * plan_row places one key of a shard: agreed where its target is where it
+ * is, otherwise one more key to move (recorded in pages for a job).  It
+ * runs in the adapter's per-row context.
+ */
+static void
+plan_row(CdRowSink *self, int ncols, const CdCell *cells)
+{
+	PlanRowSink   *sink = (PlanRowSink *) self;
+	PlanInMaking  *ps = sink->state;
+	CdParam		value;
+	const char *key;
+	const CdShard *current = sink->shard;
+	const CdShard *mapped;
+	const CdShard *target;
+
+	if (ps->cancelled)
+		return;
+	if (++ps->looked % PLAN_CANCEL_EVERY == 0)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ps->job_id > 0 && !JournalJobGoesOn(ps->job_id))
 		{
-			CdParam    *row = lfirst(lc);
-			const char *key;
-			const CdShard *current = set[i];
-			const CdShard *mapped;
-			const CdShard *target;
-			JobKey	   *jk;
-
-			if (++looked % PLAN_CANCEL_EVERY == 0)
-			{
-				CHECK_FOR_INTERRUPTS();
-				if (job_id > 0 && !JournalJobGoesOn(job_id))
-					return NULL;
-			}
-			if (row[0].kind == CD_VALUE_NULL)
-				continue;
-			key = row[0].str;
-			plan->examined++;
-			/* a key is where its mapping says, when it has one */
-			if (RouterFindMapping(key, strlen(key), &mapped))
-			{
-				if (!ShardIs(mapped, set[i]))
-				{
-					/* a copy left behind elsewhere: counted where it is mapped */
-					plan->examined--;
-					continue;
-				}
-				current = mapped;
-			}
-			target = pick_target(key, current, eligible, neligible);
-			if (ShardIs(target, current))
-			{
-				plan->agreed++;
-				continue;
-			}
-			jk = palloc(sizeof(JobKey));
-			jk->key = pstrdup(key);
-			jk->source = current;
-			jk->target = target;
-			plan->moves = lappend(plan->moves, jk);
+			/* the rest of the keys still arrive: they are not looked at */
+			ps->cancelled = true;
+			return;
 		}
 	}
+	if (ncols < 1)
+		return;
+	ValuesCellToParam(&cells[0], &value);
+	if (value.kind == CD_VALUE_NULL)
+		return;
+	key = value.str;
+	ps->plan->examined++;
+	/* a key is where its mapping says, when it has one */
+	if (RouterFindMapping(key, strlen(key), &mapped))
+	{
+		if (!ShardIs(mapped, sink->shard))
+		{
+			/* a copy left behind elsewhere: counted where it is mapped */
+			ps->plan->examined--;
+			return;
+		}
+		current = mapped;
+	}
+	target = pick_target(key, current, ps->eligible, ps->neligible);
+	if (ShardIs(target, current))
+	{
+		ps->plan->agreed++;
+		return;
+	}
+	ps->plan->moves++;
+	if (ps->job_id > 0)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ps->page_context);
+		CdJobKeyRow *k = palloc(sizeof(CdJobKeyRow));
+
+		k->key = pstrdup(key);
+		k->stored = RouterStoredKey(key, strlen(key));
+		k->source = pstrdup(current->name);
+		k->target = pstrdup(target->name);
+		ps->page = lappend(ps->page, k);
+		MemoryContextSwitchTo(old);
+		if (list_length(ps->page) >= PLAN_PAGE_KEYS)
+			record_page(ps);
+	}
+}
+
+/*
+ * RebalancePlan examines a registered table's keys on every readable shard
+ * and counts which of them must move where.  The keys stream in from all
+ * shards at once and are placed as they arrive.  For a job ('job_id' > 0)
+ * it records the keys to move in collegedb.job_key, PLAN_PAGE_KEYS at a
+ * time, in the caller's transaction (a key a previous run left pending
+ * or claimed goes back to the plan's decision), so that its memory stays
+ * the same whatever the table's size; it looks for a cancel every
+ * PLAN_CANCEL_EVERY keys and returns NULL when one was asked for.
+ * Without a job it only counts.
+ */
+JobPlan *
+RebalancePlan(const char *table_name, int64 job_id)
+{
+	JobPlan    *plan = palloc0(sizeof(JobPlan));
+	PlanInMaking	ps;
+	CdTable    *table;
+	const CdShard **set;
+	PlanRowSink   *sinks;
+	CdRowSink **bases;
+	int			n;
+
+	memset(&ps, 0, sizeof(ps));
+	set = rebalance_check(table_name, &table, &n, &ps.eligible, &ps.neligible);
+	ps.plan = plan;
+	ps.job_id = job_id;
+	ps.page_context = AllocSetContextCreate(CurrentMemoryContext, "collegedb plan page",
+											ALLOCSET_DEFAULT_SIZES);
+	if (job_id > 0)
+		JournalForgetPendingJobKeys(job_id);
+
+	sinks = palloc0(sizeof(PlanRowSink) * Max(n, 1));
+	bases = palloc(sizeof(CdRowSink *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		sinks[i].base.columns = plan_columns;
+		sinks[i].base.row = plan_row;
+		sinks[i].state = &ps;
+		sinks[i].shard = set[i];
+		bases[i] = &sinks[i].base;
+	}
+	read_keys("SELECT DISTINCT %s FROM %s", table, table_name, set, n, bases);
+	if (ps.cancelled)
+		return NULL;
+	if (job_id > 0)
+		record_page(&ps);
+	MemoryContextDelete(ps.page_context);
 	return plan;
 }
 
 /*
- * run_rebalance plans a rebalance, records the keys to move, and moves
+ * run_rebalance plans a rebalance, recording the keys to move, and moves
  * them with 'concurrency' workers.
  */
 static void
 run_rebalance(int64 job_id, const char *table_name, int concurrency)
 {
 	JobPlan    *plan;
-	List	   *keys = NIL;
 	int64		earlier;
-	int			nmoves;
-	ListCell   *lc;
+	int64		nmoves;
 
 	WorkerBegin();
 	plan = RebalancePlan(table_name, job_id);
 	if (plan == NULL || !JournalJobGoesOn(job_id))
 	{
-		/* cancelled while planning: nothing was recorded, nothing moved */
-		WorkerCommit();
+		/* cancelled while planning: the transaction records nothing */
+		WorkerAbort();
 		return;
 	}
-	foreach(lc, plan->moves)
-	{
-		JobKey	   *jk = lfirst(lc);
-		CdJobKeyRow *k = palloc(sizeof(CdJobKeyRow));
-
-		k->stored = RouterStoredKey(jk->key, strlen(jk->key));
-		k->key = jk->key;
-		k->source = jk->source->name;
-		k->target = jk->target->name;
-		keys = lappend(keys, k);
-	}
 	/* keys an earlier run moved are agreed now: count them once */
-	nmoves = list_length(plan->moves);
-	earlier = JournalPlanJobKeys(job_id, keys) - nmoves;
+	nmoves = plan->moves;
+	earlier = JournalCountJobKeys(job_id) - nmoves;
 	JournalSetJobResult(job_id, psprintf("{\"agreed\": " INT64_FORMAT "}",
 										 Max(plan->agreed - earlier, 0)));
 	/* the plan lives in the transaction's memory: not used past here */
 	plan = NULL;
-	keys = NIL;
 	WorkerCommit();
 
 	JobMoveKeys(job_id, concurrency, nmoves);

@@ -20,16 +20,10 @@ typedef struct JobPlan
 {
 	int64		examined;
 	int64		agreed;
-	List	   *moves;			/* of JobKey * */
+	int64		moves;
 } JobPlan;
 
-typedef struct JobKey
-{
-	char	   *key;
-	const CdShard *source;
-	const CdShard *target;
-} JobKey;
-
+extern void RebalanceCheck(const char *table_name);
 extern JobPlan *RebalancePlan(const char *table_name, int64 job_id);
 extern void MoveEndpoints(const char *key, const char *target_name, bool force,
 						  const CdShard **source, const CdShard **target);

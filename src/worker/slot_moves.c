@@ -272,7 +272,10 @@ plan_round(int64 job_id, int32 slot, const char *source, const char *target)
 		keys = lappend(keys, k);
 	}
 	if (keys != NIL)
-		(void) JournalPlanJobKeys(job_id, keys);
+	{
+		JournalForgetPendingJobKeys(job_id);
+		JournalAddJobKeys(job_id, keys);
+	}
 	return list_length(keys);
 }
 

@@ -73,6 +73,19 @@ WorkerCommit(void)
 }
 
 /*
+ * WorkerAbort rolls the unit's transaction back (the shards' remote
+ * transactions too) and makes the context current that was when it began.
+ */
+void
+WorkerAbort(void)
+{
+	AbortCurrentTransaction();
+	if (unit_caller_context != NULL)
+		MemoryContextSwitchTo(unit_caller_context);
+	unit_caller_context = NULL;
+}
+
+/*
  * WorkerCatchError, in a PG_CATCH block, takes the error into 'context',
  * clears it and aborts the transaction, so that the caller can record the
  * error in a new one.
