@@ -44,11 +44,18 @@
  */
 #define PG_NOWHERE "/dev/null/collegedb-none"
 
-/* the session settings collegedb relies on, sent once per connection */
+/*
+ * The session settings collegedb relies on, sent once per connection.
+ * READ COMMITTED, whatever the shard's default, also for a statement that
+ * runs in a transaction of its own (the adapter's sql_begin says it for
+ * the others): the move protocol needs each statement after a lock wait
+ * to see what committed meanwhile (a mover's copy after a writer's commit,
+ * a writer's tombstone check after a mover's).
+ */
 #define PG_SESSION_SETUP \
 	"SET datestyle = ISO; SET intervalstyle = postgres; " \
 	"SET extra_float_digits = 3; SET standard_conforming_strings = on; " \
-	"SET timezone = 'UTC'"
+	"SET timezone = 'UTC'; SET default_transaction_isolation = 'read committed'"
 
 /*
  * PgFillError copies a failure out of libpq: from 'res' when given,
