@@ -342,6 +342,23 @@ JournalJobView(int64 job_id, CdCatalogRows *rows)
 }
 
 /*
+ * JournalJobState returns a job's state (with a new snapshot), or NULL
+ * when there is no such job.
+ */
+char *
+JournalJobState(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	CdCatalogRows rows;
+
+	if (CatalogExec("SELECT state FROM collegedb.job WHERE id = $1",
+					1, types, values, NULL, false, &rows) == 0)
+		return NULL;
+	return CatalogText(&rows, 0, 1);
+}
+
+/*
  * JournalJobProgress reads a running rebalance's or slot move's progress
  * from collegedb.jobs (with a new snapshot): keys done and planned, keys
  * per second and seconds left (both < 0 when not known yet); false when
@@ -490,33 +507,49 @@ JournalClaimJobKey(int64 job_id, CdJobKeyRow *k)
 
 /*
  * JournalClaimJobKeys claims up to 'max' of a job's pending keys at once,
- * in key order, all with the source and target of the first (FOR UPDATE
- * SKIP LOCKED: one mover per key), and reads them into keys[]; returns
- * how many it claimed.
+ * in key order after 'after' (a stored key; "" for the first), all with
+ * the source and target of the first (FOR UPDATE SKIP LOCKED: one mover
+ * per key), and reads them into keys[], sorted by raw key; returns how
+ * many it claimed.  A mover passes the greatest key of its last claim
+ * (*last, palloc'd): the pending index's entries of the keys claimed
+ * before it are not walked again, which made each claim of a big job
+ * slower than the last.  Keys before 'after' that are pending again (given
+ * back, or passed by a claim that found them locked) are the caller's to
+ * claim from "" once nothing is left after it.
  */
 int
-JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys)
+JournalClaimJobKeys(int64 job_id, int max, const char *after, CdJobKeyRow *keys,
+					char **last)
 {
-	Oid			types[2] = {INT8OID, INT4OID};
-	Datum		values[2] = {Int64GetDatum(job_id), Int32GetDatum(max)};
+	Oid			types[3] = {INT8OID, INT4OID, TEXTOID};
+	Datum		values[3] = {Int64GetDatum(job_id), Int32GetDatum(max),
+	CStringGetTextDatum(after)};
 	CdCatalogRows rows;
+	bool		isnull;
 
 	(void) CatalogExec("WITH first AS (SELECT source, target FROM collegedb.job_key "
-					   "WHERE job_id = $1 AND state = 'pending' ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED), "
+					   "WHERE job_id = $1 AND state = 'pending' AND key > $3 "
+					   "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED), "
 					   "claimed AS (UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) IN "
 					   "(SELECT k.job_id, k.key FROM collegedb.job_key k, first "
-					   " WHERE k.job_id = $1 AND k.state = 'pending' "
+					   " WHERE k.job_id = $1 AND k.state = 'pending' AND k.key > $3 "
 					   " AND k.source = first.source AND k.target = first.target "
 					   " ORDER BY k.key LIMIT $2 FOR UPDATE OF k SKIP LOCKED) "
 					   "RETURNING coalesce(raw_key, key) AS raw, source, target, key) "
-					   "SELECT * FROM claimed ORDER BY raw COLLATE \"C\"",
-					   2, types, values, NULL, false, &rows);
+					   "SELECT raw, source, target, key, max(key) OVER () FROM claimed "
+					   "ORDER BY raw COLLATE \"C\"",
+					   3, types, values, NULL, false, &rows);
 	for (uint64 i = 0; i < rows.count; i++)
 	{
 		keys[i].key = CatalogText(&rows, i, 1);
 		keys[i].source = CatalogText(&rows, i, 2);
 		keys[i].target = CatalogText(&rows, i, 3);
 		keys[i].stored = CatalogText(&rows, i, 4);
+	}
+	if (rows.count > 0)
+	{
+		(void) CatalogValue(&rows, 0, 5, &isnull);
+		*last = CatalogText(&rows, 0, 5);
 	}
 	return (int) rows.count;
 }

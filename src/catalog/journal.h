@@ -112,6 +112,7 @@ extern bool JournalNextQueuedJob(int64 *job_id, Oid *owner);
 extern bool JournalJobGoesOn(int64 job_id);
 extern bool JournalJobOutcome(int64 job_id, char **state, Jsonb **result, char **error);
 extern bool JournalJobView(int64 job_id, CdCatalogRows *rows);
+extern char *JournalJobState(int64 job_id);
 extern bool JournalJobProgress(int64 job_id, int64 *done, int64 *planned, double *rate,
 							   double *left);
 extern void JournalRebalanceResult(int64 job_id, CdCatalogRows *rows);
@@ -121,7 +122,8 @@ extern void JournalForgetPendingJobKeys(int64 job_id);
 extern void JournalAddJobKeys(int64 job_id, List *keys);
 extern int64 JournalCountJobKeys(int64 job_id);
 extern bool JournalClaimJobKey(int64 job_id, CdJobKeyRow *k);
-extern int	JournalClaimJobKeys(int64 job_id, int max, CdJobKeyRow *keys);
+extern int	JournalClaimJobKeys(int64 job_id, int max, const char *after, CdJobKeyRow *keys,
+								char **last);
 extern void JournalUnclaimJobKey(int64 job_id, const char *stored);
 extern void JournalSettleJobKey(int64 job_id, const char *stored, bool moved,
 								const char *error, int64 move_id);

@@ -31,6 +31,7 @@
 #include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -180,6 +181,7 @@ read_keys(const char *fmt, CdTable *table, const char *table_name, const CdShard
 		  int n, CdRowSink **sinks)
 {
 	CdFanoutShard *found = palloc0(sizeof(CdFanoutShard) * Max(n, 1));
+	int			nest;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -190,7 +192,15 @@ read_keys(const char *fmt, CdTable *table, const char *table_name, const CdShard
 								adapter->quote_ident(table->name));
 		found[i].sink = sinks[i];
 	}
+	/*
+	 * No fanout_timeout: a shard's keys stream in for as long as the front
+	 * takes to place them (a million keys take longer than its 10 s);
+	 * statement_timeout and cancels still apply.
+	 */
+	nest = NewGUCNestLevel();
+	WorkerSetLocal("collegedb.fanout_timeout", 0);
 	FanoutRun(found, n, NULL, 0, NULL, CD_FANOUT_READ);
+	AtEOXact_GUC(true, nest);
 	for (int i = 0; i < n; i++)
 		if (!found[i].ok)
 			ereport(ERROR,

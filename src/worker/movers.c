@@ -142,6 +142,8 @@ claim_and_move(int64 job_id)
 	MemoryContext key_context = AllocSetContextCreate(context,
 													  "collegedb mover key",
 													  ALLOCSET_DEFAULT_SIZES);
+	char	   *after = pstrdup("");	/* in the caller's memory */
+	bool		from_start = true;
 
 	for (;;)
 	{
@@ -165,7 +167,20 @@ claim_and_move(int64 job_id)
 		if (!JournalJobGoesOn(job_id))
 			n = 0;
 		else if (max > 1)
-			n = JournalClaimJobKeys(job_id, max, keys);
+		{
+			char	   *last = NULL;
+
+			/* after the last claim; from the start once nothing is after it */
+			n = JournalClaimJobKeys(job_id, max, after, keys, &last);
+			if (n == 0 && !from_start)
+				n = JournalClaimJobKeys(job_id, max, "", keys, &last);
+			if (n > 0)
+			{
+				pfree(after);
+				after = MemoryContextStrdup(caller, last);
+				from_start = false;
+			}
+		}
 		else
 			n = JournalClaimJobKey(job_id, &keys[0]) ? 1 : 0;
 		MemoryContextSwitchTo(old);
@@ -201,6 +216,7 @@ claim_and_move(int64 job_id)
 	/* a unit's end may have left the mover context current */
 	MemoryContextSwitchTo(caller);
 	MemoryContextDelete(context);
+	pfree(after);
 }
 
 /*

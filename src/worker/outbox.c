@@ -283,19 +283,6 @@ member_next(CdFanoutShard *self)
 }
 
 /*
- * set_local sets a GUC until the nest level 'AtEOXact_GUC' pops.
- */
-static void
-set_local(const char *name, int value)
-{
-	char		buf[32];
-
-	snprintf(buf, sizeof(buf), "%d", value);
-	(void) set_config_option(name, buf, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-}
-
-/*
  * deliver sends the deliveries of 'members' (one owner's, current role
  * that owner) in one fan-out, in a transaction of its own: the shards'
  * statements commit on their own, and nothing is recorded yet.
@@ -350,9 +337,9 @@ deliver(List *members, MemoryContext context)
 
 	/* every member at once, each statement bounded, a timed-out cancel too */
 	nest = NewGUCNestLevel();
-	set_local("collegedb.fanout_timeout", CollegeTopologyTimeout);
-	set_local("collegedb.cleanup_timeout", Max(Min(CollegeCleanupTimeout, CollegeTopologyTimeout), 1));
-	set_local("collegedb.fanout_concurrency", Min(Max(n, CollegeFanoutConcurrency), 1024));
+	WorkerSetLocal("collegedb.fanout_timeout", CollegeTopologyTimeout);
+	WorkerSetLocal("collegedb.cleanup_timeout", Max(Min(CollegeCleanupTimeout, CollegeTopologyTimeout), 1));
+	WorkerSetLocal("collegedb.fanout_concurrency", Min(Max(n, CollegeFanoutConcurrency), 1024));
 	FanoutRun(shards, n, NULL, 0, NULL, CD_FANOUT_AUTOCOMMIT);
 	AtEOXact_GUC(true, nest);
 	MemoryContextSwitchTo(old);

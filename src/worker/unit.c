@@ -86,6 +86,21 @@ WorkerAbort(void)
 }
 
 /*
+ * WorkerSetLocal sets an integer setting until the GUC nest level that the
+ * caller opened (NewGUCNestLevel) is popped (AtEOXact_GUC), or the
+ * transaction ends.
+ */
+void
+WorkerSetLocal(const char *name, int value)
+{
+	char		buf[32];
+
+	snprintf(buf, sizeof(buf), "%d", value);
+	(void) set_config_option(name, buf, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
  * WorkerCatchError, in a PG_CATCH block, takes the error into 'context',
  * clears it and aborts the transaction, so that the caller can record the
  * error in a new one.

@@ -16,6 +16,7 @@
 extern void WorkerBegin(void);
 extern void WorkerCommit(void);
 extern void WorkerAbort(void);
+extern void WorkerSetLocal(const char *name, int value);
 extern ErrorData *WorkerCatchError(MemoryContext context);
 extern void WorkerDescribe(BackgroundWorker *worker, const char *function,
 						   const char *type, const char *name);
