@@ -351,6 +351,23 @@ CatalogExecTexts(SPIPlanPtr *plan, const char *sql, int nargs, const char *const
 }
 
 /*
+ * CatalogTextById runs 'sql', whose one parameter is a bigint id, and
+ * returns the first column of its first row as text (CatalogText); NULL
+ * when it returns no row.
+ */
+char *
+CatalogTextById(const char *sql, int64 id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	CdCatalogRows rows;
+
+	if (CatalogExec(sql, 1, types, values, NULL, false, &rows) == 0)
+		return NULL;
+	return CatalogText(&rows, 0, 1);
+}
+
+/*
  * CatalogText returns column 'col' (1-based) of row 'row' as text, in the
  * current memory context; NULL for a null.
  */

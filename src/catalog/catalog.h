@@ -78,6 +78,7 @@ extern uint64 CatalogExecTexts(SPIPlanPtr *plan, const char *sql, int nargs,
 							   CdCatalogRows *rows);
 extern bool CatalogExtensionIsCurrent(void);
 extern char *CatalogText(const CdCatalogRows *rows, uint64 row, int col);
+extern char *CatalogTextById(const char *sql, int64 id);
 extern Datum CatalogValue(const CdCatalogRows *rows, uint64 row, int col, bool *isnull);
 
 /*

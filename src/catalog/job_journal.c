@@ -348,14 +348,7 @@ JournalJobView(int64 job_id, CdCatalogRows *rows)
 char *
 JournalJobState(int64 job_id)
 {
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	CdCatalogRows rows;
-
-	if (CatalogExec("SELECT state FROM collegedb.job WHERE id = $1",
-					1, types, values, NULL, false, &rows) == 0)
-		return NULL;
-	return CatalogText(&rows, 0, 1);
+	return CatalogTextById("SELECT state FROM collegedb.job WHERE id = $1", job_id);
 }
 
 /*

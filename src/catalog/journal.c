@@ -274,14 +274,7 @@ JournalStartMove(int64 job_id, const char *stored, const char *key, const char *
 char *
 JournalMoveError(int64 move_id)
 {
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(move_id)};
-	CdCatalogRows rows;
-
-	if (CatalogExec("SELECT error FROM collegedb.move WHERE id = $1",
-					1, types, values, NULL, false, &rows) == 0)
-		return NULL;
-	return CatalogText(&rows, 0, 1);
+	return CatalogTextById("SELECT error FROM collegedb.move WHERE id = $1", move_id);
 }
 
 /*
