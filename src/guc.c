@@ -38,6 +38,7 @@ int			CollegeMoveLease = 30;
 int			CollegeJobMaxDeaths = 3;
 int			CollegeMoveMaxAttempts = 8;
 int			CollegeMoveBatchKeys = 1000;
+int			CollegeMoveBatchTime = 100;
 bool		CollegeProgressNotices = true;
 int			CollegeRecoveryInterval = 10000;
 int			CollegeRemoteEstimateCache = 10000;
@@ -249,6 +250,15 @@ GucInit(void)
 							1000, 1, CD_MOVE_BATCH_KEYS_MAX,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("collegedb.move_batch_time",
+							"Sets how long a batch of moves may hold its keys' writers on the source.",
+							"A mover sizes its next batch (up to collegedb.move_batch_keys keys) so that its source step, during which writers of its keys wait, takes about this long; 0 sizes batches by collegedb.move_batch_keys alone.",
+							&CollegeMoveBatchTime,
+							100, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("collegedb.progress_notices",

@@ -53,6 +53,7 @@ extern int	CollegeMoveMaxAttempts;
  * statements' parameters under every dialect's limit */
 #define CD_MOVE_BATCH_KEYS_MAX 10000
 extern int	CollegeMoveBatchKeys;
+extern int	CollegeMoveBatchTime;
 extern bool CollegeProgressNotices;
 extern int	CollegeRecoveryInterval;
 extern int	CollegeRemoteEstimateCache;

@@ -45,6 +45,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "catalog/journal.h"
 #include "catalog/mappings.h"
@@ -371,12 +372,15 @@ run_step(Batch *b, void (*step) (Batch *), const char *name)
  * says whether key i moved.  A key not done is for the caller to move
  * alone: when started[i], the batch journaled its move, held by this
  * process at the step it reached, and it must be finished even if the
- * job is cancelled.
+ * job is cancelled.  Returns how long the source step took, in
+ * milliseconds (the time writers of the batch's keys may have waited), or
+ * -1 when the batch did not reach it.
  */
-void
+long
 MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done, bool *started)
 {
 	Batch		b;
+	long		source_ms = -1;
 
 	b.job_id = job_id;
 	b.source = keys[0].source;
@@ -397,14 +401,21 @@ MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done, bool *starte
 		started[i] = false;
 	}
 	if (strcmp(b.source, b.target) == 0)
-		return;
+		return -1;
 	if (run_step(&b, step_journal, "journaled") &&
-		run_step(&b, step_validate, "copied") &&
-		run_step(&b, step_source, "source_done"))
-		(void) run_step(&b, step_map, "done");
+		run_step(&b, step_validate, "copied"))
+	{
+		TimestampTz source_start = GetCurrentTimestamp();
+		bool		ok = run_step(&b, step_source, "source_done");
+
+		source_ms = TimestampDifferenceMilliseconds(source_start, GetCurrentTimestamp());
+		if (ok)
+			(void) run_step(&b, step_map, "done");
+	}
 	pfree(b.keys);
 	pfree(b.stored);
 	pfree(b.ids);
 	pfree(b.generations);
 	pfree(b.in);
+	return source_ms;
 }

@@ -13,7 +13,7 @@
 
 #include "catalog/journal.h"
 
-extern void MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done,
+extern long MoveBatch(int64 job_id, int n, const CdJobKeyRow *keys, bool *done,
 					  bool *started);
 
 #endif							/* COLLEGEDB_WORKER_MOVE_BATCHES_H */

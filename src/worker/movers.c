@@ -125,6 +125,27 @@ move_alone(int64 job_id, const CdJobKeyRow *k, MemoryContext context)
 	PG_END_TRY();
 }
 
+/* the keys of a mover's first batch, before it knows how long one takes */
+#define MOVER_FIRST_BATCH 100
+
+/*
+ * next_batch sizes a mover's next batch from its last: n keys whose source
+ * step took 'ms' milliseconds (-1: not reached).  It aims at
+ * collegedb.move_batch_time, at most doubling or halving the size at a
+ * time, between one key and collegedb.move_batch_keys.
+ */
+static int
+next_batch(int n, long ms, int current)
+{
+	double		size;
+
+	if (CollegeMoveBatchTime <= 0 || ms < 0)
+		return current;
+	size = ms > 0 ? (double) n * CollegeMoveBatchTime / ms : 2.0 * n;
+	size = Max(Min(size, 2.0 * n), n / 2.0);
+	return (int) Max(Min(size, (double) CollegeMoveBatchKeys), 2.0);
+}
+
 /*
  * claim_and_move claims the job's pending keys, up to
  * collegedb.move_batch_keys at a time with the same source and target,
@@ -144,10 +165,12 @@ claim_and_move(int64 job_id)
 													  ALLOCSET_DEFAULT_SIZES);
 	char	   *after = pstrdup("");	/* in the caller's memory */
 	bool		from_start = true;
+	int			batch = Min(CollegeMoveBatchKeys, MOVER_FIRST_BATCH);
 
 	for (;;)
 	{
-		int			max = CollegeMoveBatchKeys;
+		int			max = CollegeMoveBatchTime > 0 ? Min(batch, CollegeMoveBatchKeys) :
+			CollegeMoveBatchKeys;
 		CdJobKeyRow *keys;
 		bool	   *done;
 		bool	   *started;
@@ -189,7 +212,7 @@ claim_and_move(int64 job_id)
 			break;
 
 		if (n > 1)
-			MoveBatch(job_id, n, keys, done, started);
+			batch = next_batch(n, MoveBatch(job_id, n, keys, done, started), batch);
 		for (int i = 0; i < n; i++)
 		{
 			if (done[i])
