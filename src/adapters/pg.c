@@ -810,12 +810,12 @@ const CdAdapter CdPostgresAdapter = {
 	.lexer = &pg_lexer_rules,
 	.max_params = PG_MAX_PARAMS,
 	.max_key_length = 0,
-	/* READ COMMITTED, as the session's default (see PG_SESSION_SETUP) */
-	.sql_begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
+	/* at READ COMMITTED, the session's default (PG_SESSION_SETUP) */
+	.sql_begin = "BEGIN",
 	CD_SQL_STANDARD_TRANSACTION_CONTROL,
 	.quote_ident = AdapterQuoteStandardIdent,
 	.shard_ddl = pg_shard_ddl,
-	.sql_begin_write = "BEGIN ISOLATION LEVEL READ COMMITTED",
+	.sql_begin_write = "BEGIN",
 	.guard_setup = PG_GUARD_SQL,
 	.guard_savepoint = "SAVEPOINT collegedb_guard",
 	.guard_release = "RELEASE SAVEPOINT collegedb_guard",

@@ -46,11 +46,11 @@
 
 /*
  * The session settings collegedb relies on, sent once per connection.
- * READ COMMITTED, whatever the shard's default, also for a statement that
- * runs in a transaction of its own (the adapter's sql_begin says it for
- * the others): the move protocol needs each statement after a lock wait
- * to see what committed meanwhile (a mover's copy after a writer's commit,
- * a writer's tombstone check after a mover's).
+ * READ COMMITTED, whatever the shard's default, for every transaction (a
+ * statement's own implicit one too): the move protocol needs each
+ * statement after a lock wait to see what committed meanwhile (a mover's
+ * copy after a writer's commit, a writer's tombstone check after a
+ * mover's).
  */
 #define PG_SESSION_SETUP \
 	"SET datestyle = ISO; SET intervalstyle = postgres; " \
