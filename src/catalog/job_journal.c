@@ -475,30 +475,6 @@ JournalCountJobKeys(int64 job_id)
 }
 
 /*
- * JournalClaimJobKey claims a job's next pending key (FOR UPDATE SKIP
- * LOCKED: one mover per key) and reads it: false when none is left.
- */
-bool
-JournalClaimJobKey(int64 job_id, CdJobKeyRow *k)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(job_id)};
-	CdCatalogRows rows;
-
-	if (CatalogExec("UPDATE collegedb.job_key SET state = 'moving' WHERE (job_id, key) = "
-					"(SELECT job_id, key FROM collegedb.job_key WHERE job_id = $1 AND state = 'pending' "
-					"ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) "
-					"RETURNING coalesce(raw_key, key), source, target, key",
-					1, types, values, NULL, false, &rows) == 0)
-		return false;
-	k->key = CatalogText(&rows, 0, 1);
-	k->source = CatalogText(&rows, 0, 2);
-	k->target = CatalogText(&rows, 0, 3);
-	k->stored = CatalogText(&rows, 0, 4);
-	return true;
-}
-
-/*
  * JournalClaimJobKeys claims up to 'max' of a job's pending keys at once,
  * in key order after 'after' (a stored key; "" for the first), all with
  * the source and target of the first (FOR UPDATE SKIP LOCKED: one mover

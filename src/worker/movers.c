@@ -189,7 +189,7 @@ claim_and_move(int64 job_id)
 		old = MemoryContextSwitchTo(context);
 		if (!JournalJobGoesOn(job_id))
 			n = 0;
-		else if (max > 1)
+		else
 		{
 			char	   *last = NULL;
 
@@ -204,8 +204,6 @@ claim_and_move(int64 job_id)
 				from_start = false;
 			}
 		}
-		else
-			n = JournalClaimJobKey(job_id, &keys[0]) ? 1 : 0;
 		MemoryContextSwitchTo(old);
 		WorkerCommit();
 		if (n == 0)
