@@ -459,6 +459,22 @@ JournalAddJobKeys(int64 job_id, List *keys)
 }
 
 /*
+ * JournalAnalyzeJobKeys brings collegedb.job_key's statistics up to date
+ * once a plan has recorded its keys (its own rows count): every batch's
+ * statement that settles its keys by "job_id = $1 AND key = ANY (...)"
+ * is planned from them, and with the statistics of the table before the
+ * plan the planner took the job's id for the selective condition and read
+ * every key of the job for each batch (a third of a million-key
+ * rebalance's time).  A table that another process is analyzing or
+ * vacuuming is skipped.
+ */
+void
+JournalAnalyzeJobKeys(void)
+{
+	(void) CatalogExec("ANALYZE (SKIP_LOCKED) collegedb.job_key", 0, NULL, NULL, NULL, false, NULL);
+}
+
+/*
  * JournalCountJobKeys returns how many keys a job has in all.
  */
 int64

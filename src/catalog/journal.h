@@ -121,6 +121,7 @@ extern void JournalRebalanceResult(int64 job_id, CdCatalogRows *rows);
 extern void JournalForgetPendingJobKeys(int64 job_id);
 extern void JournalAddJobKeys(int64 job_id, List *keys);
 extern int64 JournalCountJobKeys(int64 job_id);
+extern void JournalAnalyzeJobKeys(void);
 extern int	JournalClaimJobKeys(int64 job_id, int max, const char *after, CdJobKeyRow *keys,
 								char **last);
 extern void JournalUnclaimJobKey(int64 job_id, const char *stored);

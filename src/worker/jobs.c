@@ -115,6 +115,8 @@ pick_target(const char *key, const CdShard *current, const CdShard **shards, int
 #define PLAN_CANCEL_EVERY 2000
 /* how many of its keys to move a plan records with one statement */
 #define PLAN_PAGE_KEYS 10000
+/* from how many keys to move on a plan analyzes collegedb.job_key */
+#define PLAN_ANALYZE_KEYS 1000
 
 /*
  * A plan in the making: the counts, and for a job the keys to move that
@@ -368,7 +370,12 @@ RebalancePlan(const char *table_name, int64 job_id)
 	if (ps.cancelled)
 		return NULL;
 	if (job_id > 0)
+	{
 		record_page(&ps);
+		/* the batches settle their keys by the statistics of these rows */
+		if (plan->moves >= PLAN_ANALYZE_KEYS)
+			JournalAnalyzeJobKeys();
+	}
 	MemoryContextDelete(ps.page_context);
 	return plan;
 }
