@@ -138,12 +138,12 @@ typedef struct PlanInMaking
 typedef struct PlanRowSink
 {
 	CdRowSink	base;
-	PlanInMaking  *state;
+	PlanInMaking *state;
 	const CdShard *shard;
 } PlanRowSink;
 
 /*
- * RebalanceCheck raises the errors a rebalance of the table would meet
+ * rebalance_check raises the errors a rebalance of the table would meet
  * before it reads any key: an unregistered table, computed placement
  * without an epoch, no shard that takes keys.  It returns the readable
  * shards (*n of them) and the shards that take keys (*neligible).
@@ -174,8 +174,8 @@ rebalance_check(const char *table_name, CdTable **table, int *n,
 }
 
 /*
- * read_keys runs 'sql' (%1$s the key column, %2$s the table, quoted in
- * each shard's dialect) on every readable shard at once, each shard's rows
+ * read_keys runs the statement 'fmt' (%1$s the key column, %2$s the table,
+ * quoted in each shard's dialect) on the shards 'set' at once, each shard's rows
  * to sinks[i]; a shard that cannot be read fails the call.
  */
 static void

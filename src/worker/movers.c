@@ -132,7 +132,7 @@ move_alone(int64 job_id, const CdJobKeyRow *k, MemoryContext context)
  * next_batch sizes a mover's next batch from its last: n keys whose source
  * step took 'ms' milliseconds (-1: not reached).  It aims at
  * collegedb.move_batch_time, at most doubling or halving the size at a
- * time, between one key and collegedb.move_batch_keys.
+ * time, between two keys and collegedb.move_batch_keys.
  */
 static int
 next_batch(int n, long ms, int current)
