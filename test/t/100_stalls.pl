@@ -253,10 +253,12 @@ for my $how (qw(cancel terminate timeout))
 {
 	my $timeout = $how eq 'timeout' ? "SET statement_timeout = '3s';" : '';
 
+	# the shard's backend is stopped while it sleeps: 1.5 s, so that a poll
+	# slowed by a loaded machine still finds it active (0.3 s was missed once)
 	stalled(
 		name => 'PostgreSQL receive',
 		how  => $how,
-		sql  => "$timeout SELECT collegedb.first('pk', 'SELECT pg_sleep(0.3), 1 AS one')",
+		sql  => "$timeout SELECT collegedb.first('pk', 'SELECT pg_sleep(1.5), 1 AS one')",
 		stall => sub { stop_pg_backend('active') });
 
 	stalled(
