@@ -32,11 +32,7 @@ for my $db (qw(a b))
 }
 is($shard->safe_psql('a', 'SHOW default_transaction_isolation'), 'repeatable read',
 	'the shard databases default to REPEATABLE READ');
-$front->safe_psql('postgres', qq{
-	CREATE SERVER a FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 'a') ]});
-	CREATE SERVER b FOREIGN DATA WRAPPER collegedb OPTIONS (@{[ pg_server_options($shard, dbname => 'b') ]});
-	CREATE USER MAPPING FOR PUBLIC SERVER a OPTIONS (user 'postgres');
-	CREATE USER MAPPING FOR PUBLIC SERVER b OPTIONS (user 'postgres');
+$front->safe_psql('postgres', pg_shard_servers($shard, a => 'a', b => 'b') . q{
 	SELECT collegedb.add_shard('a'), collegedb.add_shard('b');
 	SELECT collegedb.register_table('counters', 'id');
 	SELECT collegedb.register_table('events', 'user_id');
