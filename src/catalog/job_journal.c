@@ -510,7 +510,6 @@ JournalClaimJobKeys(int64 job_id, int max, const char *after, CdJobKeyRow *keys,
 	Datum		values[3] = {Int64GetDatum(job_id), Int32GetDatum(max),
 	CStringGetTextDatum(after)};
 	CdCatalogRows rows;
-	bool		isnull;
 
 	(void) CatalogExec("WITH first AS (SELECT source, target FROM collegedb.job_key "
 					   "WHERE job_id = $1 AND state = 'pending' AND key > $3 "
@@ -532,10 +531,7 @@ JournalClaimJobKeys(int64 job_id, int max, const char *after, CdJobKeyRow *keys,
 		keys[i].stored = CatalogText(&rows, i, 4);
 	}
 	if (rows.count > 0)
-	{
-		(void) CatalogValue(&rows, 0, 5, &isnull);
 		*last = CatalogText(&rows, 0, 5);
-	}
 	return (int) rows.count;
 }
 
