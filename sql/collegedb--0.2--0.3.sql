@@ -119,6 +119,7 @@ AS $$
         ('routing', 'function', 'shard_for_key'),
         ('routing', 'function', 'route'),
         ('routing', 'function', 'mapping_key'),
+        ('routing', 'function', 'mapping_id'),
         ('routing', 'function', 'connections'),
         ('routing', 'function', 'cache_stats'),
         -- routing within topology groups
@@ -160,6 +161,7 @@ AS $$
         ('admin', 'function', 'disconnect_all'),
         ('admin', 'function', 'connections'),
         ('admin', 'function', 'mapping_key'),
+        ('admin', 'function', 'mapping_id'),
         -- admin: slot maps and slot moves
         ('admin', 'function', 'initialize_shard_map'),
         ('admin', 'function', 'verify_shard_map'),
@@ -176,6 +178,8 @@ AS $$
         ('admin', 'view', 'tables'),
         ('admin', 'view', 'jobs'),
         ('admin', 'view', 'moves'),
+        ('admin', 'view', 'mappings'),
+        ('admin', 'function', 'stored_key'),
         ('admin', 'view', 'shard_map'),
         ('admin', 'view', 'slot_moves'),
         ('admin', 'view', 'topology_outbox'),
@@ -194,21 +198,248 @@ AS $$
 $$;
 
 /*
- * The mapping store, smaller and cheaper to write: keys compare bytewise
- * (COLLATE "C"), the record index holds only lookup keys, the shard index
- * and the unread created_at are gone.  A bulk load then writes one heap
- * tuple and one index entry per key.  The functions that changed a
- * record's rows by "record = ..." find its primary row by key instead.
+ * The mapping store in its compact form: a key's id (uuid) instead of its
+ * 64-digit stored form, the shard's number instead of its name, the record
+ * only on lookup keys' rows.  The rows are copied into a new table in key
+ * order, in chunks, with a NOTICE of progress for a large store, and the
+ * indexes are built afterwards.  With hash_mappings, the stored form of a
+ * key becomes its id in hex: the first 32 digits of the old one, in the
+ * tables of jobs and moves too.
  */
+/*
+ * Shard numbers: every shard name ever registered keeps a small number for
+ * good, so that a mapping row names its shard in two bytes.  A shard
+ * dropped with keys still mapped to it and registered again under the same
+ * name gets its number back, and with it those keys, as when rows named
+ * the shard.  add_shard numbers a new name.
+ */
+CREATE TABLE collegedb.shard_number (
+    number      smallint PRIMARY KEY CHECK (number > 0),
+    name        text COLLATE "C" NOT NULL UNIQUE
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.shard_number', '');
+REVOKE ALL ON TABLE collegedb.shard_number FROM PUBLIC;
 
-ALTER TABLE collegedb.mapping
-    ALTER COLUMN key TYPE text COLLATE "C",
-    ALTER COLUMN record TYPE text COLLATE "C",
-    ALTER COLUMN shard TYPE text COLLATE "C",
-    DROP COLUMN created_at;
-DROP INDEX collegedb.mapping_shard_idx;
-DROP INDEX collegedb.mapping_record_idx;
-CREATE INDEX mapping_record_idx ON collegedb.mapping (record) WHERE key <> record;
+CREATE TRIGGER shard_number_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.shard_number
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+INSERT INTO collegedb.shard_number (number, name)
+SELECT row_number() OVER (ORDER BY n.name), n.name
+  FROM (SELECT s.name FROM collegedb.shard s
+        UNION SELECT m.shard FROM collegedb.mapping m) AS n;
+
+-- the id of a key in the mapping store (see collegedb.mapping)
+CREATE FUNCTION collegedb.mapping_id(key text)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'collegedb_mapping_id'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+
+CREATE FUNCTION collegedb.stored_key(id uuid, name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(name, pg_catalog.replace(id::pg_catalog.text, '-', ''))
+$$;
+
+REVOKE ALL ON FUNCTION collegedb.mapping_id(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION collegedb.stored_key(uuid, text) FROM PUBLIC;
+
+CREATE TABLE collegedb.mapping_compact (
+    key         uuid NOT NULL,
+    shard       smallint NOT NULL,
+    record      uuid CONSTRAINT mapping_record_check CHECK (record <> key),
+    keys        text[] CONSTRAINT mapping_keys_check CHECK (keys IS NULL OR record IS NULL),
+    name        text COLLATE "C"
+);
+
+DO $$
+DECLARE
+    hashed boolean := (SELECT c.hash_mappings FROM collegedb.config c);
+    total bigint := (SELECT count(*) FROM collegedb.mapping);
+    done bigint := 0;
+    chunk bigint;
+    last text;
+BEGIN
+    LOOP
+        WITH c AS MATERIALIZED (
+            SELECT m.key, m.record, m.shard, m.keys FROM collegedb.mapping m
+             WHERE last IS NULL OR m.key > last
+             ORDER BY m.key LIMIT 100000),
+        ins AS (
+            INSERT INTO collegedb.mapping_compact (key, shard, record, keys, name)
+            SELECT CASE WHEN hashed THEN left(c.key, 32)::uuid ELSE collegedb.mapping_id(c.key) END,
+                   sn.number,
+                   CASE WHEN c.record = c.key THEN NULL
+                        WHEN hashed THEN left(c.record, 32)::uuid
+                        ELSE collegedb.mapping_id(c.record) END,
+                   CASE WHEN c.keys IS NULL OR c.record <> c.key THEN NULL
+                        WHEN hashed THEN ARRAY(SELECT left(k, 32) FROM unnest(c.keys) WITH ORDINALITY AS u(k, o)
+                                                ORDER BY o)
+                        ELSE c.keys END,
+                   CASE WHEN hashed THEN NULL ELSE c.key END
+              FROM c JOIN collegedb.shard_number sn ON sn.name = c.shard
+            RETURNING 1)
+        SELECT (SELECT count(*) FROM ins), (SELECT max(c.key) FROM c) INTO chunk, last;
+        EXIT WHEN chunk = 0;
+        done := done + chunk;
+        IF total >= 1000000 THEN
+            RAISE NOTICE 'collegedb: converted % of % mappings', done, total;
+        END IF;
+    END LOOP;
+    IF hashed THEN
+        UPDATE collegedb.job SET key = left(key, 32) WHERE key ~ '^[0-9a-f]{64}$';
+        UPDATE collegedb.job_key SET key = left(key, 32) WHERE key ~ '^[0-9a-f]{64}$';
+        UPDATE collegedb.move SET key = left(key, 32) WHERE key ~ '^[0-9a-f]{64}$';
+    END IF;
+END
+$$;
+
+-- out of the extension first, which takes it off the tables pg_dump dumps
+ALTER EXTENSION collegedb DROP TABLE collegedb.mapping;
+DROP TABLE collegedb.mapping;
+ALTER TABLE collegedb.mapping_compact RENAME TO mapping;
+ALTER TABLE collegedb.mapping ADD PRIMARY KEY (key);
+CREATE INDEX mapping_record_idx ON collegedb.mapping (record) WHERE record IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('collegedb.mapping', '');
+REVOKE ALL ON TABLE collegedb.mapping FROM PUBLIC;
+
+CREATE TRIGGER mapping_changed
+  AFTER UPDATE OR DELETE OR TRUNCATE ON collegedb.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+CREATE TRIGGER mapping_added
+  AFTER INSERT ON collegedb.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache('computed');
+
+/*
+ * The mapping store as an operator reads it: each key in its stored form,
+ * the stored form of its record (the key itself for a primary key), the
+ * shard's name and a record's lookup keys, the columns collegedb.mapping
+ * had before 0.3.  A lookup of one key is faster on collegedb.mapping, by
+ * collegedb.mapping_id(key).
+ */
+CREATE VIEW collegedb.mappings AS
+SELECT collegedb.stored_key(m.key, m.name) AS key,
+       coalesce(collegedb.stored_key(r.key, r.name), collegedb.stored_key(m.key, m.name)) AS record,
+       sn.name AS shard, m.keys
+  FROM collegedb.mapping m
+  JOIN collegedb.shard_number sn ON sn.number = m.shard
+  LEFT JOIN collegedb.mapping r ON r.key = m.record;
+REVOKE ALL ON TABLE collegedb.mappings FROM PUBLIC;
+
+
+/* helpers whose arguments change (the public functions are replaced in place, keeping their grants) */
+DROP FUNCTION collegedb.attach_lookup_keys(text, text, text, text[]);
+DROP FUNCTION collegedb.record_of(text, boolean);
+DROP FUNCTION collegedb.ensure_shard_registered(text);
+
+/*
+ * shard_number_of returns the number of registered shard 'shard' (see
+ * collegedb.shard_number); an unregistered one is SHARD_NOT_FOUND.
+ */
+CREATE FUNCTION collegedb.shard_number_of(shard text)
+RETURNS smallint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n smallint;
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'shard must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT sn.number INTO n
+      FROM collegedb.shard s JOIN collegedb.shard_number sn ON sn.name = s.name
+     WHERE s.name = shard_number_of.shard;
+    IF n IS NULL THEN
+        RAISE EXCEPTION 'shard "%" is not registered', shard
+            USING ERRCODE = 'CD001',
+                  HINT = 'Register a collegedb server with collegedb.add_shard().';
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- the name a mapping row keeps for a key: the key itself without hash_mappings
+CREATE FUNCTION collegedb.mapping_name(key text)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN c.hash_mappings THEN NULL ELSE mapping_name.key END
+      FROM collegedb.config c
+$$;
+
+-- the id of the record a key belongs to (NULL, or an error, if none)
+CREATE FUNCTION collegedb.record_of(key text, must_exist boolean)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec uuid;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT coalesce(m.record, m.key) INTO rec
+      FROM collegedb.mapping m WHERE m.key = collegedb.mapping_id(record_of.key);
+    IF rec IS NULL AND must_exist THEN
+        RAISE EXCEPTION 'key "%" has no mapping', key USING ERRCODE = 'CD005';
+    END IF;
+    RETURN rec;
+END
+$$;
+
+/*
+ * attach_lookup_keys adds lookup keys to record 'rec' on shard number
+ * 'shard', refusing (before changing anything) any that belongs to another
+ * record, and lists them, stored, on the record's primary row.
+ */
+CREATE FUNCTION collegedb.attach_lookup_keys(rec uuid, primary_key text, shard smallint,
+                                             lookup_keys text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lk text;
+    owner uuid;
+    originals text[];
+BEGIN
+    FOREACH lk IN ARRAY coalesce(lookup_keys, '{}') LOOP
+        IF lk IS NULL THEN
+            RAISE EXCEPTION 'lookup keys must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        SELECT coalesce(m.record, m.key) INTO owner
+          FROM collegedb.mapping m WHERE m.key = collegedb.mapping_id(lk);
+        IF owner IS NOT NULL AND owner <> rec THEN
+            RAISE EXCEPTION 'lookup key "%" already belongs to another record', lk
+                USING ERRCODE = 'unique_violation',
+                      HINT = 'A lookup key can point at one record only.';
+        END IF;
+    END LOOP;
+    IF cardinality(lookup_keys) > 0 THEN
+        SELECT coalesce(m.keys, ARRAY[collegedb.mapping_key(primary_key)]) INTO originals
+          FROM collegedb.mapping m WHERE m.key = rec;
+        INSERT INTO collegedb.mapping (key, shard, record, name)
+        SELECT DISTINCT ON (collegedb.mapping_id(k)) collegedb.mapping_id(k),
+               attach_lookup_keys.shard, rec, collegedb.mapping_name(k)
+          FROM unnest(lookup_keys) AS k
+         WHERE collegedb.mapping_id(k) <> rec
+        ON CONFLICT (key) DO NOTHING;
+        UPDATE collegedb.mapping m
+           SET keys = (SELECT array_agg(k ORDER BY ord)
+                         FROM (SELECT k, min(ord) AS ord
+                                 FROM unnest(originals || ARRAY(SELECT collegedb.mapping_key(l)
+                                                                  FROM unnest(lookup_keys) AS l))
+                                      WITH ORDINALITY AS u(k, ord)
+                                GROUP BY k) AS d)
+         WHERE m.key = rec;
+    END IF;
+END
+$$;
 
 CREATE OR REPLACE FUNCTION collegedb.set_mapping(key text, shard text, lookup_keys text[] DEFAULT '{}')
 RETURNS void
@@ -217,23 +448,58 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k text;
-    rec text;
+    n smallint := collegedb.shard_number_of(shard);
+    k uuid;
+    rec uuid;
 BEGIN
-    PERFORM collegedb.ensure_shard_registered(shard);
     rec := collegedb.record_of(key, false);
-    k := collegedb.mapping_key(key);
+    k := collegedb.mapping_id(key);
     IF rec IS NOT NULL AND rec <> k THEN
         RAISE EXCEPTION 'key "%" is a lookup key of another record', key
             USING ERRCODE = 'unique_violation',
                   HINT = 'Set the mapping through the record''s primary key.';
     END IF;
-    INSERT INTO collegedb.mapping (key, record, shard) VALUES (k, k, set_mapping.shard)
+    INSERT INTO collegedb.mapping (key, shard, name)
+    VALUES (k, n, collegedb.mapping_name(key))
     ON CONFLICT ON CONSTRAINT mapping_pkey DO NOTHING;
-    PERFORM collegedb.attach_lookup_keys(k, key, shard, lookup_keys);
-    UPDATE collegedb.mapping m SET shard = set_mapping.shard
-     WHERE ((m.key = k AND m.record = k) OR (m.record = k AND m.key <> m.record))
-       AND m.shard <> set_mapping.shard;
+    PERFORM collegedb.attach_lookup_keys(k, key, n, lookup_keys);
+    UPDATE collegedb.mapping m SET shard = n
+     WHERE (m.key = k OR m.record = k) AND m.shard <> n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION collegedb.add_lookup_keys(key text, lookup_keys text[])
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec uuid := collegedb.record_of(key, true);
+    s smallint;
+BEGIN
+    SELECT m.shard INTO s FROM collegedb.mapping m WHERE m.key = rec;
+    PERFORM collegedb.attach_lookup_keys(rec, key, s, lookup_keys);
+END
+$$;
+
+-- the record's keys in their stored form (with hash_mappings, their ids in hex)
+CREATE OR REPLACE FUNCTION collegedb.get_lookup_keys(key text)
+RETURNS text[]
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec uuid := collegedb.record_of(key, false);
+    originals text[];
+BEGIN
+    IF rec IS NULL THEN
+        RETURN '{}';
+    END IF;
+    SELECT coalesce(m.keys, ARRAY[collegedb.stored_key(m.key, m.name)]) INTO originals
+      FROM collegedb.mapping m WHERE m.key = rec;
+    RETURN originals;
 END
 $$;
 
@@ -244,12 +510,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text := collegedb.record_of(key, true);
+    rec uuid := collegedb.record_of(key, true);
+    n smallint := collegedb.shard_number_of(shard);
 BEGIN
-    PERFORM collegedb.ensure_shard_registered(shard);
-    UPDATE collegedb.mapping m SET shard = update_mapping.shard
-     WHERE ((m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record))
-       AND m.shard <> update_mapping.shard;
+    UPDATE collegedb.mapping m SET shard = n
+     WHERE (m.key = rec OR m.record = rec) AND m.shard <> n;
 END
 $$;
 
@@ -260,12 +525,30 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text := collegedb.record_of(key, true);
+    rec uuid := collegedb.record_of(key, true);
 BEGIN
-    DELETE FROM collegedb.mapping m
-     WHERE (m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record);
+    DELETE FROM collegedb.mapping m WHERE m.key = rec OR m.record = rec;
 END
 $$;
+
+CREATE OR REPLACE FUNCTION collegedb.keys_for_shard(shard text)
+RETURNS SETOF text
+LANGUAGE sql STABLE STRICT
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.k FROM (
+        SELECT collegedb.stored_key(m.key, m.name) AS k
+          FROM collegedb.mapping m
+          JOIN collegedb.shard_number sn ON sn.number = m.shard
+         WHERE sn.name = keys_for_shard.shard) AS s
+     ORDER BY s.k COLLATE "C"
+$$;
+
+REVOKE ALL ON FUNCTION collegedb.shard_number_of(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION collegedb.mapping_name(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION collegedb.record_of(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION collegedb.attach_lookup_keys(uuid, text, smallint, text[]) FROM PUBLIC;
 
 /*
  * keep_placements: a switch away from a rule that places keys without

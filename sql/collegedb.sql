@@ -194,27 +194,51 @@ CREATE TRIGGER config_keeps_placements
   FOR EACH ROW EXECUTE FUNCTION collegedb.keep_placements();
 
 /*
- * The mapping store: one row per key, primary or lookup.  'key' is the
- * stored form (lowercase hex SHA-256 of the key's UTF-8 bytes with
- * hash_mappings, else the key itself); 'record' is the stored form of the
- * record's primary key, shared by its lookup keys.  Only a record that has
- * lookup keys lists them, in their stored form, on its primary row ('keys'),
- * so that get_lookup_keys() can return them.  Under computed placement the
- * rows are the exceptions: keys found away from the shard their epochs
- * name.  The keys compare bytewise (COLLATE "C": they are hex digests or
- * opaque keys, and a bytewise comparison is the cheapest); the record index
- * holds lookup keys only (a primary row is found by its key), and no index
- * on the shard: only administrative calls (keys_for_shard, remove_shard,
- * shard_stats) ask by shard, and they scan.  A bulk load writes one
- * heap tuple and one index entry per key.
+ * Shard numbers: every shard name ever registered keeps a small number for
+ * good, so that a mapping row names its shard in two bytes.  A shard
+ * dropped with keys still mapped to it and registered again under the same
+ * name gets its number back, and with it those keys, as when rows named
+ * the shard.  add_shard numbers a new name.
+ */
+CREATE TABLE collegedb.shard_number (
+    number      smallint PRIMARY KEY CHECK (number > 0),
+    name        text COLLATE "C" NOT NULL UNIQUE
+);
+SELECT pg_catalog.pg_extension_config_dump('collegedb.shard_number', '');
+
+CREATE TRIGGER shard_number_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON collegedb.shard_number
+  FOR EACH STATEMENT EXECUTE FUNCTION collegedb.invalidate_cache();
+
+/*
+ * The mapping store: one row per key, primary or lookup, 48 bytes of heap
+ * tuple and one 16-byte index entry.  'key' is the key's id: the first 128
+ * bits of the SHA-256 of its UTF-8 bytes (collegedb.mapping_id()), whether
+ * or not hash_mappings is on.  With hash_mappings the stored form of a key
+ * (collegedb.mapping_key()) is that id in lowercase hex; without, it is the
+ * key itself, kept in 'name'.  'shard' is the shard's number.  A lookup
+ * key's row names its record's id in 'record' (NULL on a record's primary
+ * row); only a record that has lookup keys lists them, in their stored
+ * form, on its primary row ('keys'), so that get_lookup_keys() can return
+ * them.  Under computed placement the rows are the exceptions: keys found
+ * away from the shard their epochs name.  The record index holds lookup
+ * keys only, and there is no index on the shard: only administrative calls
+ * (keys_for_shard, drop_shard, shard_stats) ask by shard, and they scan.
+ *
+ * Two keys whose ids agree share a row, so they would always be placed,
+ * and moved, together.  Among n keys that happens with probability below
+ * n^2 / 2^129 (3.7e-24 for fifty million keys), far below the rate of
+ * undetected storage errors; with hash_mappings off, a second key whose id
+ * is taken is refused instead (the router compares the names).
  */
 CREATE TABLE collegedb.mapping (
-    key         text COLLATE "C" PRIMARY KEY,
-    record      text COLLATE "C" NOT NULL,
-    shard       text COLLATE "C" NOT NULL,
-    keys        text[] CHECK (keys IS NULL OR key = record)
+    key         uuid PRIMARY KEY,
+    shard       smallint NOT NULL,
+    record      uuid CONSTRAINT mapping_record_check CHECK (record <> key),
+    keys        text[] CONSTRAINT mapping_keys_check CHECK (keys IS NULL OR record IS NULL),
+    name        text COLLATE "C"
 );
-CREATE INDEX mapping_record_idx ON collegedb.mapping (record) WHERE key <> record;
+CREATE INDEX mapping_record_idx ON collegedb.mapping (record) WHERE record IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('collegedb.mapping', '');
 
 CREATE TRIGGER mapping_changed
@@ -759,6 +783,12 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'collegedb_mapping_key'
 LANGUAGE C STABLE STRICT;
 
+-- the id of a key in the mapping store (see collegedb.mapping)
+CREATE FUNCTION collegedb.mapping_id(key text)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'collegedb_mapping_id'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 /*
  * cache_stats reports this backend's mapping cache, and the mapping cache
  * shared by the backends: this backend's hits and misses there and how many
@@ -1018,36 +1048,65 @@ $$;
  * changing or deleting the record's mapping changes all of them.
  * ------------------------------------------------------------------------ */
 
-CREATE FUNCTION collegedb.ensure_shard_registered(shard text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF shard IS NULL THEN
-        RAISE EXCEPTION 'shard must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM collegedb.shard s WHERE s.name = ensure_shard_registered.shard) THEN
-        RAISE EXCEPTION 'shard "%" is not registered', shard
-            USING ERRCODE = 'CD001',
-                  HINT = 'Register a collegedb server with collegedb.add_shard().';
-    END IF;
-END
-$$;
-
--- the stored form of the record a key belongs to (NULL, or an error, if none)
-CREATE FUNCTION collegedb.record_of(key text, must_exist boolean)
-RETURNS text
+/*
+ * shard_number_of returns the number of registered shard 'shard' (see
+ * collegedb.shard_number); an unregistered one is SHARD_NOT_FOUND.
+ */
+CREATE FUNCTION collegedb.shard_number_of(shard text)
+RETURNS smallint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text;
+    n smallint;
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'shard must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT sn.number INTO n
+      FROM collegedb.shard s JOIN collegedb.shard_number sn ON sn.name = s.name
+     WHERE s.name = shard_number_of.shard;
+    IF n IS NULL THEN
+        RAISE EXCEPTION 'shard "%" is not registered', shard
+            USING ERRCODE = 'CD001',
+                  HINT = 'Register a collegedb server with collegedb.add_shard().';
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- the name a mapping row keeps for a key: the key itself without hash_mappings
+CREATE FUNCTION collegedb.mapping_name(key text)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN c.hash_mappings THEN NULL ELSE mapping_name.key END
+      FROM collegedb.config c
+$$;
+
+-- the stored form of a mapping row's key (see collegedb.mapping)
+CREATE FUNCTION collegedb.stored_key(id uuid, name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(name, pg_catalog.replace(id::pg_catalog.text, '-', ''))
+$$;
+
+-- the id of the record a key belongs to (NULL, or an error, if none)
+CREATE FUNCTION collegedb.record_of(key text, must_exist boolean)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec uuid;
 BEGIN
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT m.record INTO rec FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key(record_of.key);
+    SELECT coalesce(m.record, m.key) INTO rec
+      FROM collegedb.mapping m WHERE m.key = collegedb.mapping_id(record_of.key);
     IF rec IS NULL AND must_exist THEN
         RAISE EXCEPTION 'key "%" has no mapping', key USING ERRCODE = 'CD005';
     END IF;
@@ -1056,11 +1115,11 @@ END
 $$;
 
 /*
- * attach_lookup_keys adds lookup keys to record 'rec' on 'shard', refusing
- * (before changing anything) any that belongs to another record, and lists
- * them, stored, on the record's primary row.
+ * attach_lookup_keys adds lookup keys to record 'rec' on shard number
+ * 'shard', refusing (before changing anything) any that belongs to another
+ * record, and lists them, stored, on the record's primary row.
  */
-CREATE FUNCTION collegedb.attach_lookup_keys(rec text, primary_key text, shard text,
+CREATE FUNCTION collegedb.attach_lookup_keys(rec uuid, primary_key text, shard smallint,
                                              lookup_keys text[])
 RETURNS void
 LANGUAGE plpgsql
@@ -1068,14 +1127,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     lk text;
-    owner text;
+    owner uuid;
     originals text[];
 BEGIN
     FOREACH lk IN ARRAY coalesce(lookup_keys, '{}') LOOP
         IF lk IS NULL THEN
             RAISE EXCEPTION 'lookup keys must not be null' USING ERRCODE = 'null_value_not_allowed';
         END IF;
-        SELECT m.record INTO owner FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key(lk);
+        SELECT coalesce(m.record, m.key) INTO owner
+          FROM collegedb.mapping m WHERE m.key = collegedb.mapping_id(lk);
         IF owner IS NOT NULL AND owner <> rec THEN
             RAISE EXCEPTION 'lookup key "%" already belongs to another record', lk
                 USING ERRCODE = 'unique_violation',
@@ -1085,9 +1145,11 @@ BEGIN
     IF cardinality(lookup_keys) > 0 THEN
         SELECT coalesce(m.keys, ARRAY[collegedb.mapping_key(primary_key)]) INTO originals
           FROM collegedb.mapping m WHERE m.key = rec;
-        INSERT INTO collegedb.mapping (key, record, shard)
-        SELECT DISTINCT collegedb.mapping_key(k), rec, attach_lookup_keys.shard
+        INSERT INTO collegedb.mapping (key, shard, record, name)
+        SELECT DISTINCT ON (collegedb.mapping_id(k)) collegedb.mapping_id(k),
+               attach_lookup_keys.shard, rec, collegedb.mapping_name(k)
           FROM unnest(lookup_keys) AS k
+         WHERE collegedb.mapping_id(k) <> rec
         ON CONFLICT (key) DO NOTHING;
         UPDATE collegedb.mapping m
            SET keys = (SELECT array_agg(k ORDER BY ord)
@@ -1108,23 +1170,23 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k text;
-    rec text;
+    n smallint := collegedb.shard_number_of(shard);
+    k uuid;
+    rec uuid;
 BEGIN
-    PERFORM collegedb.ensure_shard_registered(shard);
     rec := collegedb.record_of(key, false);
-    k := collegedb.mapping_key(key);
+    k := collegedb.mapping_id(key);
     IF rec IS NOT NULL AND rec <> k THEN
         RAISE EXCEPTION 'key "%" is a lookup key of another record', key
             USING ERRCODE = 'unique_violation',
                   HINT = 'Set the mapping through the record''s primary key.';
     END IF;
-    INSERT INTO collegedb.mapping (key, record, shard) VALUES (k, k, set_mapping.shard)
+    INSERT INTO collegedb.mapping (key, shard, name)
+    VALUES (k, n, collegedb.mapping_name(key))
     ON CONFLICT ON CONSTRAINT mapping_pkey DO NOTHING;
-    PERFORM collegedb.attach_lookup_keys(k, key, shard, lookup_keys);
-    UPDATE collegedb.mapping m SET shard = set_mapping.shard
-     WHERE ((m.key = k AND m.record = k) OR (m.record = k AND m.key <> m.record))
-       AND m.shard <> set_mapping.shard;
+    PERFORM collegedb.attach_lookup_keys(k, key, n, lookup_keys);
+    UPDATE collegedb.mapping m SET shard = n
+     WHERE (m.key = k OR m.record = k) AND m.shard <> n;
 END
 $$;
 
@@ -1135,15 +1197,15 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text := collegedb.record_of(key, true);
-    s text;
+    rec uuid := collegedb.record_of(key, true);
+    s smallint;
 BEGIN
     SELECT m.shard INTO s FROM collegedb.mapping m WHERE m.key = rec;
     PERFORM collegedb.attach_lookup_keys(rec, key, s, lookup_keys);
 END
 $$;
 
--- the record's keys in their stored form (with hash_mappings, their SHA-256)
+-- the record's keys in their stored form (with hash_mappings, their ids in hex)
 CREATE FUNCTION collegedb.get_lookup_keys(key text)
 RETURNS text[]
 LANGUAGE plpgsql
@@ -1151,14 +1213,15 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text := collegedb.record_of(key, false);
+    rec uuid := collegedb.record_of(key, false);
     originals text[];
 BEGIN
     IF rec IS NULL THEN
         RETURN '{}';
     END IF;
-    SELECT m.keys INTO originals FROM collegedb.mapping m WHERE m.key = rec;
-    RETURN coalesce(originals, ARRAY[rec]);
+    SELECT coalesce(m.keys, ARRAY[collegedb.stored_key(m.key, m.name)]) INTO originals
+      FROM collegedb.mapping m WHERE m.key = rec;
+    RETURN originals;
 END
 $$;
 
@@ -1169,12 +1232,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text := collegedb.record_of(key, true);
+    rec uuid := collegedb.record_of(key, true);
+    n smallint := collegedb.shard_number_of(shard);
 BEGIN
-    PERFORM collegedb.ensure_shard_registered(shard);
-    UPDATE collegedb.mapping m SET shard = update_mapping.shard
-     WHERE ((m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record))
-       AND m.shard <> update_mapping.shard;
+    UPDATE collegedb.mapping m SET shard = n
+     WHERE (m.key = rec OR m.record = rec) AND m.shard <> n;
 END
 $$;
 
@@ -1185,10 +1247,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rec text := collegedb.record_of(key, true);
+    rec uuid := collegedb.record_of(key, true);
 BEGIN
-    DELETE FROM collegedb.mapping m
-     WHERE (m.key = rec AND m.record = rec) OR (m.record = rec AND m.key <> m.record);
+    DELETE FROM collegedb.mapping m WHERE m.key = rec OR m.record = rec;
 END
 $$;
 
@@ -1198,9 +1259,28 @@ LANGUAGE sql STABLE STRICT
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT m.key FROM collegedb.mapping m
-     WHERE m.shard = keys_for_shard.shard ORDER BY m.key COLLATE "C"
+    SELECT s.k FROM (
+        SELECT collegedb.stored_key(m.key, m.name) AS k
+          FROM collegedb.mapping m
+          JOIN collegedb.shard_number sn ON sn.number = m.shard
+         WHERE sn.name = keys_for_shard.shard) AS s
+     ORDER BY s.k COLLATE "C"
 $$;
+
+/*
+ * The mapping store as an operator reads it: each key in its stored form,
+ * the stored form of its record (the key itself for a primary key), the
+ * shard's name and a record's lookup keys, the columns collegedb.mapping
+ * had before 0.3.  A lookup of one key is faster on collegedb.mapping, by
+ * collegedb.mapping_id(key).
+ */
+CREATE VIEW collegedb.mappings AS
+SELECT collegedb.stored_key(m.key, m.name) AS key,
+       coalesce(collegedb.stored_key(r.key, r.name), collegedb.stored_key(m.key, m.name)) AS record,
+       sn.name AS shard, m.keys
+  FROM collegedb.mapping m
+  JOIN collegedb.shard_number sn ON sn.number = m.shard
+  LEFT JOIN collegedb.mapping r ON r.key = m.record;
 
 /*
  * The record's mapped shard first; with no mapping or no match there, every
@@ -1987,6 +2067,7 @@ AS $$
         ('routing', 'function', 'shard_for_key'),
         ('routing', 'function', 'route'),
         ('routing', 'function', 'mapping_key'),
+        ('routing', 'function', 'mapping_id'),
         ('routing', 'function', 'connections'),
         ('routing', 'function', 'cache_stats'),
         -- routing within topology groups
@@ -2028,6 +2109,7 @@ AS $$
         ('admin', 'function', 'disconnect_all'),
         ('admin', 'function', 'connections'),
         ('admin', 'function', 'mapping_key'),
+        ('admin', 'function', 'mapping_id'),
         -- admin: slot maps and slot moves
         ('admin', 'function', 'initialize_shard_map'),
         ('admin', 'function', 'verify_shard_map'),
@@ -2044,6 +2126,8 @@ AS $$
         ('admin', 'view', 'tables'),
         ('admin', 'view', 'jobs'),
         ('admin', 'view', 'moves'),
+        ('admin', 'view', 'mappings'),
+        ('admin', 'function', 'stored_key'),
         ('admin', 'view', 'shard_map'),
         ('admin', 'view', 'slot_moves'),
         ('admin', 'view', 'topology_outbox'),

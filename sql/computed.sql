@@ -186,7 +186,7 @@ SELECT count(*) > 0 AS keys_in_tables FROM placed_before;
 SELECT try($$SELECT collegedb.configure(placement => 'kv', hash_mappings => false)$$);
 SELECT collegedb.configure(placement => 'kv');
 SELECT count(*) AS unmapped FROM placed_before p
- WHERE NOT EXISTS (SELECT 1 FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key(p.k));
+ WHERE NOT EXISTS (SELECT 1 FROM collegedb.mapping m WHERE m.key = collegedb.mapping_id(p.k));
 SELECT count(*) AS elsewhere FROM placed_before p WHERE collegedb.shard_for_key(p.k) <> p.shard;
 SELECT count(*) AS readable FROM placed_before p
  WHERE collegedb.first(p.k, 'SELECT id FROM users WHERE id = $1', p.k) IS NOT NULL;

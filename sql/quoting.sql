@@ -92,7 +92,8 @@ SELECT sum(collegedb.run('q-' || i, 'UPDATE items SET n = n + 1 WHERE id = $1', 
   FROM generate_series(1, 60) AS i;
 -- the drained shards' keys were found there, on each dialect
 SELECT s.name, s.dialect, count(m.key) AS exceptions
-  FROM collegedb.shards s LEFT JOIN collegedb.mapping m ON m.shard = s.name
+  FROM collegedb.shards s JOIN collegedb.shard_number n ON n.name = s.name
+  LEFT JOIN collegedb.mapping m ON m.shard = n.number
  GROUP BY s.name, s.dialect ORDER BY s.name;
 SELECT s.name,
        (SELECT (j->>'n')::int FROM collegedb.all_on_shard(s.name, 'SELECT count(*) AS n FROM items WHERE n = 1') AS j) AS updated,

@@ -90,6 +90,7 @@ GRANT EXECUTE ON FUNCTION
   collegedb.all_by_lookup_key(text, text), collegedb.all_by_lookup_key(text, text, "any"),
   collegedb.add_lookup_keys(text, text[]), collegedb.get_lookup_keys(text),
   collegedb.shard_for_key(text, boolean), collegedb.route(text), collegedb.mapping_key(text),
+  collegedb.mapping_id(text),
   collegedb.connections(), collegedb.cache_stats(),
   collegedb.topology_snapshot(text), collegedb.topology_members(text, text),
   collegedb.topology_shard_for_key(text, text),
@@ -177,7 +178,7 @@ SELECT * FROM tries(
   $$SELECT * FROM collegedb.shards$$,
   $$SELECT * FROM collegedb.settings$$,
   $$SELECT * FROM collegedb.mapping$$,
-  $$INSERT INTO collegedb.mapping (key, record, shard) VALUES ('k', 'k', 'lite')$$,
+  $$INSERT INTO collegedb.mapping (key, shard) VALUES ('00000000-0000-0000-0000-000000000001', 1)$$,
   $$SELECT collegedb.rendezvous_owner('k', ARRAY['a', 'b'])$$);
 RESET ROLE;
 REVOKE USAGE ON SCHEMA collegedb FROM regress_cd_nobody;
@@ -245,7 +246,7 @@ SELECT * FROM tries(
   $$SELECT * FROM collegedb.mapping$$,
   $$SELECT collegedb.grant_routing('regress_cd_admin')$$,
   $$SELECT collegedb.first('pg-key', 'SELECT 1')$$,
-  $$SELECT collegedb.attach_lookup_keys('x', 'x', 'lite', '{}')$$);
+  $$SELECT collegedb.attach_lookup_keys(NULL, 'x', NULL, '{}')$$);
 RESET ROLE;
 SELECT id, kind, owner::regrole FROM collegedb.job ORDER BY id;
 GRANT USAGE ON FOREIGN SERVER pg_s TO regress_cd_admin;
@@ -392,7 +393,7 @@ SELECT * FROM tries(
   $$SELECT collegedb.grant_admin('regress_cd_app')$$,
   $$SELECT collegedb.record_of('new-1', true)$$,
   $$SELECT * FROM collegedb.mapping$$,
-  $$UPDATE collegedb.mapping SET shard = 'pg_s'$$,
+  $$UPDATE collegedb.mapping SET shard = 2$$,
   $$INSERT INTO collegedb.epoch (epoch, shards) VALUES (99, '{lite}')$$,
   $$DELETE FROM collegedb.shard$$,
   $$UPDATE collegedb.config SET hash_mappings = false$$);

@@ -128,7 +128,7 @@ SELECT collegedb.shard_for_key('7') AS old_shard \gset
 SELECT s AS new_shard FROM unnest(ARRAY['sj_a', 'sj_p', 'sj_m']) AS s
  WHERE s <> :'old_shard' ORDER BY s LIMIT 1 \gset
 SELECT collegedb.reassign_shard('7', :'new_shard') ->> 'rows' AS rows_moved;
-UPDATE collegedb.mapping SET shard = :'old_shard' WHERE key = collegedb.mapping_key('7');
+UPDATE collegedb.mapping SET shard = (SELECT n.number FROM collegedb.shard_number n WHERE n.name = :'old_shard') WHERE key = collegedb.mapping_id('7');
 SELECT collegedb.disconnect_all() IS NOT NULL AS disconnected;
 SELECT id, v FROM sj WHERE id IN (SELECT k FROM keys) ORDER BY id, v;
 SELECT same_rows('SELECT k, tag, v FROM keys JOIN sj s ON s.id = keys.k') AS inner_join_after_move;

@@ -187,7 +187,7 @@ SELECT count(*) AS mapped, count(DISTINCT shard) AS shards FROM collegedb.mappin
 SELECT s.shard, count(*) = count(m.key) AS where_mapped, count(*) > 50 AS balanced
   FROM (VALUES ('s1'), ('s2')) AS s(shard)
        CROSS JOIN LATERAL collegedb.all_on_shard(s.shard, 'SELECT id FROM users') AS r
-       LEFT JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(r->>'id') AND m.shard = s.shard
+       LEFT JOIN collegedb.mappings m ON m.key = collegedb.mapping_key(r->>'id') AND m.shard = s.shard
  GROUP BY s.shard ORDER BY s.shard;
 SELECT * FROM users WHERE id = 'user-7';
 SELECT id, visits FROM users WHERE id IN ('user-1', 'user-2', 'nobody') ORDER BY id;
@@ -261,7 +261,7 @@ SELECT id, name, visits, born FROM users WHERE id LIKE 'copy-%' ORDER BY id;
 SELECT s.shard, count(*) = count(m.key) AS where_mapped
   FROM (VALUES ('s1'), ('s2')) AS s(shard)
        CROSS JOIN LATERAL collegedb.all_on_shard(s.shard, 'SELECT id FROM users WHERE id LIKE ''copy-%''') AS r
-       LEFT JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(r->>'id') AND m.shard = s.shard
+       LEFT JOIN collegedb.mappings m ON m.key = collegedb.mapping_key(r->>'id') AND m.shard = s.shard
  GROUP BY s.shard ORDER BY s.shard;
 -- a row without a key, or a key that exists, fails the COPY; its earlier rows go with it
 SELECT try($$COPY users FROM PROGRAM 'printf "copy-6\tSix\t6\t\\N\n\\N\tNo key\t0\t\\N\n"'$$);

@@ -320,7 +320,7 @@ SELECT id, d FROM fid ORDER BY d, id LIMIT 4;
 INSERT INTO fid (id, grp, price) VALUES ('mv', 3, 1.25);
 INSERT INTO fid_local (id, grp, price) VALUES ('mv', 3, 1.25);
 SELECT m.shard AS mv_source, (SELECT name FROM collegedb.shards WHERE name <> m.shard ORDER BY name LIMIT 1) AS mv_target
-  FROM collegedb.mapping m WHERE m.key = collegedb.mapping_key('mv') \gset
+  FROM collegedb.mappings m WHERE m.key = collegedb.mapping_key('mv') \gset
 INSERT INTO collegedb.move (key, raw_key, source, target, step, lease_pid, lease_backend_start, next_attempt_at)
 SELECT collegedb.mapping_key('mv'), 'mv', :'mv_source', :'mv_target', 'copied', pg_backend_pid(),
        (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), now() + interval '1 day';

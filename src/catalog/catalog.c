@@ -34,13 +34,18 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -59,6 +64,7 @@ static const char *const rel_names[CD_REL_COUNT] = {
 	[CD_REL_TABLES] = "registered_table",
 	[CD_REL_SLOT_MAP] = "slot_map",
 	[CD_REL_SLOT_MOVE] = "slot_move",
+	[CD_REL_SHARD_NUMBER] = "shard_number",
 };
 
 static Oid	rel_oids[CD_REL_COUNT];
@@ -133,8 +139,67 @@ CatalogOnFirstUse(void (*hook) (void))
 }
 
 /*
+ * installed_version returns the version of the collegedb extension in this
+ * database (palloc'd), or NULL when there is none; read from pg_extension
+ * directly, not through SPI or the catalog OIDs, which may belong to
+ * another version's catalog.
+ */
+static char *
+installed_version(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("collegedb"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		datum = heap_getattr(tuple, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = TextDatumGetCString(datum);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * check_version refuses a catalog of another version than the one this
+ * library serves: its tables have other columns, which the library would
+ * misread.  That is the state of a database between the installation of a
+ * new collegedb and ALTER EXTENSION collegedb UPDATE.  The update's own
+ * scripts (and CREATE EXTENSION's) run while their version is being made,
+ * and are let through.
+ */
+static void
+check_version(void)
+{
+	char	   *version;
+
+	if (creating_extension)
+		return;
+	version = installed_version();
+	if (version != NULL && strcmp(version, COLLEGEDB_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("collegedb's catalog in this database is version %s, but the library loaded is version %s",
+						version, COLLEGEDB_VERSION),
+				 errhint("Run ALTER EXTENSION collegedb UPDATE.")));
+}
+
+/*
  * CatalogRelid returns the OID of one of collegedb's catalog relations;
- * fails clearly when the extension is not installed in this database.
+ * fails clearly when the extension is not installed in this database, or
+ * is of another version than this library (check_version).
  */
 Oid
 CatalogRelid(CdCatalogRel rel)
@@ -150,8 +215,12 @@ CatalogRelid(CdCatalogRel rel)
 					 errmsg("extension \"collegedb\" is not installed in this database"),
 					 errhint("Run CREATE EXTENSION collegedb.")));
 		/* the first use since the cache was reset (see CatalogOnFirstUse) */
-		if (!memcmp(rel_oids, (Oid[CD_REL_COUNT]) {0}, sizeof(rel_oids)) && first_use_hook)
-			first_use_hook();
+		if (!memcmp(rel_oids, (Oid[CD_REL_COUNT]) {0}, sizeof(rel_oids)))
+		{
+			check_version();
+			if (first_use_hook)
+				first_use_hook();
+		}
 		rel_oids[rel] = relid;
 	}
 	return rel_oids[rel];
@@ -311,9 +380,9 @@ CatalogExec(const char *sql, int nargs, const Oid *types, const Datum *values,
 bool
 CatalogExtensionIsCurrent(void)
 {
-	return CatalogExec("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'collegedb' "
-					   "AND extversion = '" COLLEGEDB_VERSION "'", 0, NULL, NULL, NULL, false,
-					   NULL) > 0;
+	char	   *version = installed_version();
+
+	return version != NULL && strcmp(version, COLLEGEDB_VERSION) == 0;
 }
 
 /*

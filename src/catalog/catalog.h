@@ -27,6 +27,7 @@ typedef enum CdCatalogRel
 	CD_REL_TABLES,
 	CD_REL_SLOT_MAP,
 	CD_REL_SLOT_MOVE,
+	CD_REL_SHARD_NUMBER,
 	CD_REL_COUNT
 } CdCatalogRel;
 

@@ -5,6 +5,12 @@
  *	  the primary-key index, and every write of the table by collegedb's C
  *	  code, one function per purpose with its conflict rule.
  *
+ * Callers name keys by their stored form (RouterStoredKey); the table keys
+ * its rows by the key's id, the first 128 bits of the key's SHA-256 (the
+ * stored form itself, in hex, with hash_mappings; without, the key is kept
+ * beside its id), and names shards by number (ShardNumber).  The
+ * conversions happen here.
+ *
  * Reading uses an index scan with the latest snapshot, no SPI, so that a
  * cache miss costs one index probe.  Two writers, two rules: allocation
  * (MappingInsert: the first writer of a new key wins, so two sessions
@@ -22,49 +28,170 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
+#include "utils/uuid.h"
 
 #include "catalog/catalog.h"
+#include "catalog/config.h"
 #include "catalog/mappings.h"
+#include "catalog/shards.h"
 
 /* Attribute numbers of collegedb.mapping, in the order of the script */
 #define Anum_mapping_key	1
-#define Anum_mapping_record 2
-#define Anum_mapping_shard	3
+#define Anum_mapping_shard	2
+#define Anum_mapping_record 3
+#define Anum_mapping_keys	4
+#define Anum_mapping_name	5
 
 static SPIPlanPtr insert_plan = NULL;
 static SPIPlanPtr insert_many_plan = NULL;
 static SPIPlanPtr find_many_plan = NULL;
 static SPIPlanPtr any_plan = NULL;
 
-/* a key MappingInsertMany inserted, and its shard */
-typedef struct CdSavedKey
+/* a mapping row a statement returned: the key's id, shard name and name */
+typedef struct CdFoundKey
 {
-	char	   *key;			/* the hash key: a pointer to the string */
-	char	   *shard;
-} CdSavedKey;
+	pg_uuid_t	id;				/* the hash key */
+	const char *shard;
+	const char *name;			/* NULL with hash_mappings */
+} CdFoundKey;
 
 /*
- * string_ptr_hash and string_ptr_match hash and compare CdSavedKey's key
- * by the string it points to.
+ * MappingDigest computes the SHA-256 of the key's UTF-8 bytes, with one
+ * digest context for the backend's life, initialised again for each key
+ * instead of made and freed per key.  It belongs to a resource owner of
+ * its own, which no transaction's end releases.
  */
-static uint32
-string_ptr_hash(const void *key, Size keysize)
+void
+MappingDigest(const char *key, int key_len, uint8 *digest)
 {
-	const char *s = *(const char *const *) key;
+	static pg_cryptohash_ctx *ctx = NULL;
+	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
 
-	return DatumGetUInt32(hash_any((const unsigned char *) s, strlen(s)));
+	if (ctx == NULL)
+	{
+		static ResourceOwner owner = NULL;
+		ResourceOwner saved = CurrentResourceOwner;
+
+		if (owner == NULL)
+			owner = ResourceOwnerCreate(NULL, "collegedb key digest");
+		CurrentResourceOwner = owner;
+		ctx = pg_cryptohash_create(PG_SHA256);
+		CurrentResourceOwner = saved;
+		if (ctx == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+	}
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) utf8,
+							 utf8 == key ? key_len : strlen(utf8)) < 0 ||
+		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
 }
 
-static int
-string_ptr_match(const void *a, const void *b, Size keysize)
+/*
+ * stored_id sets *id to the id of the key whose stored form is 'stored'.
+ */
+static void
+stored_id(const char *stored, pg_uuid_t *id)
 {
-	return strcmp(*(const char *const *) a, *(const char *const *) b);
+	if (ConfigGet()->hash_mappings)
+	{
+		size_t		len = strlen(stored);
+
+		if (len != 2 * UUID_LEN || strspn(stored, "0123456789abcdef") != len)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("\"%s\" is not a stored key", stored),
+					 errdetail("With hash_mappings a stored key is %d lowercase hexadecimal digits.",
+							   2 * UUID_LEN)));
+		(void) hex_decode(stored, len, (char *) id->data);
+	}
+	else
+	{
+		uint8		digest[PG_SHA256_DIGEST_LENGTH];
+
+		MappingDigest(stored, strlen(stored), digest);
+		memcpy(id->data, digest, UUID_LEN);
+	}
+}
+
+/*
+ * shard_name returns the name of the shard number a mapping row holds.
+ */
+static const char *
+shard_name(int number)
+{
+	const char *name = ShardNumberName(number);
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a mapping names shard number %d, which collegedb.shard_number does not know",
+						number)));
+	return name;
+}
+
+/*
+ * check_name refuses a mapping row found for a key other than 'stored':
+ * without hash_mappings the row keeps its key's name, and a second key
+ * with the same id (see collegedb.mapping) must not take the first one's
+ * placement.
+ */
+static void
+check_name(const char *stored, const char *name)
+{
+	if (name != NULL && strcmp(name, stored) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("keys \"%s\" and \"%s\" have the same id in the mapping store",
+						stored, name),
+				 errdetail("Their SHA-256 digests agree in the first 128 bits.")));
+}
+
+/*
+ * uuid_array returns the ids of n stored keys as a uuid[] datum.
+ */
+static Datum
+uuid_array(int n, char *const *stored_keys)
+{
+	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
+
+		stored_id(stored_keys[i], id);
+		ids[i] = UUIDPGetDatum(id);
+	}
+	return PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+}
+
+/*
+ * name_array returns the names the rows of n stored keys keep (NULL with
+ * hash_mappings: none) as a text[] datum; *isnull says which.
+ */
+static Datum
+name_array(int n, char *const *stored_keys, bool *isnull)
+{
+	Datum	   *names;
+
+	*isnull = ConfigGet()->hash_mappings;
+	if (*isnull)
+		return (Datum) 0;
+	names = palloc(sizeof(Datum) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		names[i] = CStringGetTextDatum(stored_keys[i]);
+	return PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
 /*
@@ -78,21 +205,28 @@ MappingFind(const char *stored_key, char *shard)
 	SysScanDesc scan;
 	ScanKeyData skey;
 	HeapTuple	tuple;
-	Snapshot	snapshot = CatalogReadSnapshot();
+	Snapshot	snapshot;
+	pg_uuid_t	id;
 	bool		found = false;
 
+	stored_id(stored_key, &id);
+	snapshot = CatalogReadSnapshot();
 	rel = table_open(CatalogRelid(CD_REL_MAPPING), AccessShareLock);
-	ScanKeyInit(&skey, Anum_mapping_key, BTEqualStrategyNumber, F_TEXTEQ,
-				CStringGetTextDatum(stored_key));
+	ScanKeyInit(&skey, Anum_mapping_key, BTEqualStrategyNumber, F_UUID_EQ,
+				UUIDPGetDatum(&id));
 	scan = systable_beginscan(rel, CatalogRelid(CD_REL_MAPPING_PKEY), true,
 							  snapshot, 1, &skey);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
+		TupleDesc	desc = RelationGetDescr(rel);
 		bool		isnull;
-		Datum		d = heap_getattr(tuple, Anum_mapping_shard, RelationGetDescr(rel), &isnull);
+		Datum		number = heap_getattr(tuple, Anum_mapping_shard, desc, &isnull);
+		Datum		name = heap_getattr(tuple, Anum_mapping_name, desc, &isnull);
 
-		text_to_cstring_buffer(DatumGetTextPP(d), shard, NAMEDATALEN);
+		if (!isnull)
+			check_name(stored_key, TextDatumGetCString(name));
+		strlcpy(shard, shard_name(DatumGetInt16(number)), NAMEDATALEN);
 		found = true;
 	}
 	systable_endscan(scan);
@@ -104,31 +238,50 @@ MappingFind(const char *stored_key, char *shard)
 }
 
 /*
- * shards_by_key returns the (key, shard) rows of a statement as a hash
- * table by stored key (CdSavedKey entries), in the current memory context.
+ * found_keys returns the (key, shard, name) rows of a statement as a hash
+ * table by key id (CdFoundKey entries), in the current memory context.
  */
 static HTAB *
-shards_by_key(const CdCatalogRows *rows)
+found_keys(const CdCatalogRows *rows)
 {
 	HASHCTL		ctl;
 	HTAB	   *hash;
 
 	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(char *);
-	ctl.entrysize = sizeof(CdSavedKey);
-	ctl.hash = string_ptr_hash;
-	ctl.match = string_ptr_match;
+	ctl.keysize = sizeof(pg_uuid_t);
+	ctl.entrysize = sizeof(CdFoundKey);
 	ctl.hcxt = CurrentMemoryContext;
-	hash = hash_create("collegedb shards by key", Max(rows->count, 16), &ctl,
-					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	hash = hash_create("collegedb mappings by id", Max(rows->count, 16), &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (uint64 r = 0; r < rows->count; r++)
 	{
-		char	   *key = CatalogText(rows, r, 1);
-		CdSavedKey *entry = hash_search(hash, &key, HASH_ENTER, NULL);
+		bool		isnull;
+		pg_uuid_t  *id = DatumGetUUIDP(CatalogValue(rows, r, 1, &isnull));
+		CdFoundKey *entry = hash_search(hash, id, HASH_ENTER, NULL);
 
-		entry->shard = CatalogText(rows, r, 2);
+		entry->shard = shard_name(DatumGetInt16(CatalogValue(rows, r, 2, &isnull)));
+		(void) CatalogValue(rows, r, 3, &isnull);
+		entry->name = isnull ? NULL : CatalogText(rows, r, 3);
 	}
 	return hash;
+}
+
+/*
+ * found_shard returns the shard of the stored key's row in 'found' (see
+ * found_keys), NULL when it has none there.
+ */
+static const char *
+found_shard(HTAB *found, const char *stored_key)
+{
+	pg_uuid_t	id;
+	CdFoundKey *entry;
+
+	stored_id(stored_key, &id);
+	entry = hash_search(found, &id, HASH_FIND, NULL);
+	if (entry == NULL)
+		return NULL;
+	check_name(stored_key, entry->name);
+	return entry->shard;
 }
 
 /*
@@ -149,25 +302,21 @@ MappingAny(void)
 void
 MappingFindMany(int n, char *const *stored_keys, char *shards)
 {
-	Datum	   *keys = palloc(sizeof(Datum) * n);
-	Oid			types[1] = {TEXTARRAYOID};
+	Oid			types[1] = {UUIDARRAYOID};
 	Datum		args[1];
 	CdCatalogRows rows;
 	HTAB	   *found;
 
-	for (int i = 0; i < n; i++)
-		keys[i] = CStringGetTextDatum(stored_keys[i]);
-	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[0] = uuid_array(n, stored_keys);
 	(void) CatalogExecPlan(&find_many_plan,
-						   "SELECT key, shard FROM collegedb.mapping WHERE key = ANY ($1::text[])",
+						   "SELECT key, shard, name FROM collegedb.mapping WHERE key = ANY ($1::uuid[])",
 						   1, types, args, NULL, false, &rows);
-	found = shards_by_key(&rows);
+	found = found_keys(&rows);
 	for (int i = 0; i < n; i++)
 	{
-		char	   *key = stored_keys[i];
-		CdSavedKey *entry = hash_search(found, &key, HASH_FIND, NULL);
+		const char *shard = found_shard(found, stored_keys[i]);
 
-		strlcpy(shards + i * NAMEDATALEN, entry ? entry->shard : "", NAMEDATALEN);
+		strlcpy(shards + i * NAMEDATALEN, shard ? shard : "", NAMEDATALEN);
 	}
 	hash_destroy(found);
 }
@@ -182,12 +331,22 @@ MappingFindMany(int n, char *const *stored_keys, char *shards)
 void
 MappingInsert(const char *stored_key, const char *shard, char *owner)
 {
-	const char *args[2] = {stored_key, shard};
+	Oid			types[3] = {UUIDOID, INT2OID, TEXTOID};
+	Datum		args[3];
+	char		nulls[4] = "   ";
+	pg_uuid_t	id;
 
-	if (CatalogExecTexts(&insert_plan,
-						 "INSERT INTO collegedb.mapping (key, record, shard) "
-						 "VALUES ($1, $1, $2) ON CONFLICT (key) DO NOTHING",
-						 2, args, false, NULL) == 1)
+	stored_id(stored_key, &id);
+	args[0] = UUIDPGetDatum(&id);
+	args[1] = Int16GetDatum(ShardNumber(shard));
+	if (ConfigGet()->hash_mappings)
+		nulls[2] = 'n';
+	else
+		args[2] = CStringGetTextDatum(stored_key);
+	if (CatalogExecPlan(&insert_plan,
+						"INSERT INTO collegedb.mapping (key, shard, name) "
+						"VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
+						3, types, args, nulls, false, NULL) == 1)
 		strlcpy(owner, shard, NAMEDATALEN);
 	else if (!MappingFind(stored_key, owner))
 		elog(ERROR, "mapping of a conflicting key vanished");
@@ -205,35 +364,45 @@ MappingInsert(const char *stored_key, const char *shard, char *owner)
 void
 MappingInsertMany(int n, char *const *stored_keys, const char *const *shards, char *owners)
 {
-	Datum	   *keys = palloc(sizeof(Datum) * n);
-	Datum	   *names = palloc(sizeof(Datum) * n);
-	Oid			types[2] = {TEXTARRAYOID, TEXTARRAYOID};
-	Datum		args[2];
+	Datum	   *numbers = palloc(sizeof(Datum) * n);
+	Oid			types[3] = {UUIDARRAYOID, INT2ARRAYOID, TEXTARRAYOID};
+	Datum		args[3];
+	char		nulls[4] = "   ";
+	bool		no_names;
 	CdCatalogRows rows;
 	HTAB	   *saved;
+	const char *last = NULL;
+	int16		last_number = 0;
 
 	for (int i = 0; i < n; i++)
 	{
-		keys[i] = CStringGetTextDatum(stored_keys[i]);
-		names[i] = CStringGetTextDatum(shards[i]);
+		/* a batch's keys mostly go to few shards: look each up once in a row */
+		if (last == NULL || strcmp(last, shards[i]) != 0)
+		{
+			last = shards[i];
+			last_number = ShardNumber(last);
+		}
+		numbers[i] = Int16GetDatum(last_number);
 	}
-	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
-	args[1] = PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[0] = uuid_array(n, stored_keys);
+	args[1] = PointerGetDatum(construct_array(numbers, n, INT2OID, 2, true, TYPALIGN_SHORT));
+	args[2] = name_array(n, stored_keys, &no_names);
+	if (no_names)
+		nulls[2] = 'n';
 	(void) CatalogExecPlan(&insert_many_plan,
-						   "INSERT INTO collegedb.mapping (key, record, shard) "
-						   "SELECT k, k, s FROM unnest($1::text[], $2::text[]) AS u(k, s) "
-						   "ON CONFLICT (key) DO NOTHING RETURNING key, shard",
-						   2, types, args, NULL, false, &rows);
+						   "INSERT INTO collegedb.mapping (key, shard, name) "
+						   "SELECT k, s, n FROM unnest($1::uuid[], $2::int2[], $3::text[]) AS u(k, s, n) "
+						   "ON CONFLICT (key) DO NOTHING RETURNING key, shard, name",
+						   3, types, args, nulls, false, &rows);
 
-	/* what the statement inserted, by stored key */
-	saved = shards_by_key(&rows);
+	/* what the statement inserted, by key id */
+	saved = found_keys(&rows);
 	for (int i = 0; i < n; i++)
 	{
-		char	   *key = stored_keys[i];
-		CdSavedKey *entry = hash_search(saved, &key, HASH_FIND, NULL);
+		const char *shard = found_shard(saved, stored_keys[i]);
 
-		if (entry)
-			strlcpy(owners + i * NAMEDATALEN, entry->shard, NAMEDATALEN);
+		if (shard)
+			strlcpy(owners + i * NAMEDATALEN, shard, NAMEDATALEN);
 		else if (!MappingFind(stored_keys[i], owners + i * NAMEDATALEN))
 			elog(ERROR, "mapping of a conflicting key vanished");
 	}
@@ -244,25 +413,14 @@ MappingInsertMany(int n, char *const *stored_keys, const char *const *shards, ch
  * MappingPoint points a key at 'shard' after a move: the key's record and
  * every lookup key of it, or, for a key without a mapping, a new one
  * (under computed placement: an exception).  This is the move's rule: the
- * move decides, whatever was there (INSERT ... ON CONFLICT DO UPDATE).
+ * move decides, whatever was there.
  */
 void
 MappingPoint(const char *stored_key, const char *shard)
 {
-	const char *args[2] = {stored_key, shard};
+	char	   *keys[1] = {unconstify(char *, stored_key)};
 
-	/* the record's rows: its primary row by key, its lookup keys by the
-	 * record index (which holds only those), each found by an index */
-	if (CatalogExecTexts(NULL, "UPDATE collegedb.mapping m SET shard = $2 WHERE m.key IN ("
-						 "SELECT r.record FROM collegedb.mapping r WHERE r.key = $1 "
-						 "UNION ALL SELECT l.key FROM collegedb.mapping r "
-						 "JOIN collegedb.mapping l ON l.record = r.record AND l.key <> l.record "
-						 "WHERE r.key = $1)",
-						 2, args, false, NULL) == 0)
-		(void) CatalogExecTexts(NULL, "INSERT INTO collegedb.mapping (key, record, shard) "
-								"VALUES ($1, $1, $2) "
-								"ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
-								2, args, false, NULL);
+	MappingPointMany(1, keys, shard);
 }
 
 /*
@@ -273,27 +431,33 @@ MappingPoint(const char *stored_key, const char *shard)
 void
 MappingPointMany(int n, char *const *stored_keys, const char *shard)
 {
-	Datum	   *keys = palloc(sizeof(Datum) * Max(n, 1));
-	Oid			types[2] = {TEXTARRAYOID, TEXTOID};
-	Datum		args[2];
+	Oid			types[3] = {UUIDARRAYOID, INT2OID, TEXTARRAYOID};
+	Datum		args[3];
+	char		nulls[4] = "   ";
+	bool		no_names;
 
-	for (int i = 0; i < n; i++)
-		keys[i] = CStringGetTextDatum(stored_keys[i]);
-	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
-	args[1] = CStringGetTextDatum(shard);
-	(void) CatalogExec("WITH r AS (SELECT DISTINCT record FROM collegedb.mapping WHERE key = ANY ($1::text[])) "
+	args[0] = uuid_array(n, stored_keys);
+	args[1] = Int16GetDatum(ShardNumber(shard));
+	args[2] = name_array(n, stored_keys, &no_names);
+	if (no_names)
+		nulls[2] = 'n';
+	/* the records' rows: primary rows by key, lookup keys by the record index */
+	(void) CatalogExec("WITH r AS (SELECT DISTINCT coalesce(record, key) AS id FROM collegedb.mapping "
+					   "WHERE key = ANY ($1::uuid[])) "
 					   "UPDATE collegedb.mapping m SET shard = $2 FROM r "
-					   "WHERE m.key = r.record AND m.record = r.record AND m.shard IS DISTINCT FROM $2",
-					   2, types, args, NULL, false, NULL);
-	(void) CatalogExec("WITH r AS (SELECT DISTINCT record FROM collegedb.mapping WHERE key = ANY ($1::text[])) "
+					   "WHERE m.key = r.id AND m.shard <> $2",
+					   3, types, args, nulls, false, NULL);
+	(void) CatalogExec("WITH r AS (SELECT DISTINCT coalesce(record, key) AS id FROM collegedb.mapping "
+					   "WHERE key = ANY ($1::uuid[])) "
 					   "UPDATE collegedb.mapping m SET shard = $2 FROM r "
-					   "WHERE m.record = r.record AND m.key <> m.record AND m.shard IS DISTINCT FROM $2",
-					   2, types, args, NULL, false, NULL);
-	(void) CatalogExec("INSERT INTO collegedb.mapping (key, record, shard) "
-					   "SELECT k, k, $2 FROM unnest($1::text[]) AS u(k) "
+					   "WHERE m.record = r.id AND m.shard <> $2",
+					   3, types, args, nulls, false, NULL);
+	/* keys without a row; one inserted meanwhile by an allocation yields */
+	(void) CatalogExec("INSERT INTO collegedb.mapping (key, shard, name) "
+					   "SELECT k, $2, n FROM unnest($1::uuid[], $3::text[]) AS u(k, n) "
 					   "WHERE NOT EXISTS (SELECT 1 FROM collegedb.mapping m WHERE m.key = u.k) "
 					   "ON CONFLICT (key) DO UPDATE SET shard = EXCLUDED.shard",
-					   2, types, args, NULL, false, NULL);
+					   3, types, args, nulls, false, NULL);
 }
 
 /*
@@ -302,23 +466,34 @@ MappingPointMany(int n, char *const *stored_keys, const char *shard)
 bool
 MappingAnyOnShard(const char *shard)
 {
-	return CatalogExecTexts(NULL, "SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
-							1, &shard, false, NULL) > 0;
+	Oid			types[1] = {INT2OID};
+	Datum		args[1] = {Int16GetDatum(ShardNumber(shard))};
+
+	return CatalogExec("SELECT 1 FROM collegedb.mapping WHERE shard = $1 LIMIT 1",
+					   1, types, args, NULL, false, NULL) > 0;
 }
 
 /*
  * MappingRecordOf reads the record a stored key belongs to: false when the
  * key has no mapping; *is_lookup says whether it is a lookup key of
- * another record.  The record is palloc'd.
+ * another record.  The record, in its stored form, is palloc'd.
  */
 bool
 MappingRecordOf(const char *stored_key, char **record, bool *is_lookup)
 {
+	Oid			types[1] = {UUIDOID};
+	Datum		args[1];
+	pg_uuid_t	id;
 	CdCatalogRows rows;
 	bool		isnull;
 
-	if (CatalogExecTexts(NULL, "SELECT record, record <> key FROM collegedb.mapping WHERE key = $1",
-						 1, &stored_key, true, &rows) != 1)
+	stored_id(stored_key, &id);
+	args[0] = UUIDPGetDatum(&id);
+	if (CatalogExec("SELECT collegedb.stored_key(r.key, r.name), m.record IS NOT NULL "
+					"FROM collegedb.mapping m "
+					"JOIN collegedb.mapping r ON r.key = coalesce(m.record, m.key) "
+					"WHERE m.key = $1",
+					1, types, args, NULL, true, &rows) != 1)
 		return false;
 	*record = CatalogText(&rows, 0, 1);
 	*is_lookup = DatumGetBool(CatalogValue(&rows, 0, 2, &isnull));
@@ -342,7 +517,7 @@ MappingCounts(void)
 		CdMappingCount *c = palloc(sizeof(CdMappingCount));
 		bool		isnull;
 
-		c->shard = CatalogText(&rows, i, 1);
+		c->shard = pstrdup(shard_name(DatumGetInt16(CatalogValue(&rows, i, 1, &isnull))));
 		c->count = DatumGetInt64(CatalogValue(&rows, i, 2, &isnull));
 		counts = lappend(counts, c);
 	}

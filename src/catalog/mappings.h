@@ -18,6 +18,10 @@ typedef struct CdMappingCount
 	int64		count;
 } CdMappingCount;
 
+/* the bytes of a key's SHA-256 that make its id in the mapping store */
+#define MAPPING_ID_LEN 16
+
+extern void MappingDigest(const char *key, int key_len, uint8 *digest);
 extern bool MappingFind(const char *stored_key, char *shard);
 extern bool MappingAny(void);
 extern void MappingFindMany(int n, char *const *stored_keys, char *shards);

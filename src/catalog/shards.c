@@ -43,6 +43,10 @@ static MemoryContext shard_cache_context = NULL;
 static List *shard_cache = NIL;	/* of CdShard *, sorted by name */
 static bool shard_cache_valid = false;
 
+/* collegedb.shard_number, read with the shards: the name of each number */
+static char **number_names = NULL;	/* [0 .. max_number], NULL: unused */
+static int	max_number = 0;
+
 static void shard_server_callback(Datum arg, int cacheid, uint32 hashvalue);
 
 /*
@@ -52,6 +56,7 @@ void
 ShardCatalogInit(void)
 {
 	CatalogCacheRegister(CD_REL_SHARD, &shard_cache_valid);
+	CatalogCacheRegister(CD_REL_SHARD_NUMBER, &shard_cache_valid);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, shard_server_callback, (Datum) 0);
 }
 
@@ -106,6 +111,46 @@ shard_name_cmp(const ListCell *a, const ListCell *b)
 	const CdShard *sb = lfirst(b);
 
 	return strcmp(sa->name, sb->name);
+}
+
+/*
+ * load_numbers reads collegedb.shard_number into the cache's context.
+ */
+static void
+load_numbers(Snapshot snapshot)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	MemoryContext old = MemoryContextSwitchTo(shard_cache_context);
+	int			size = 16;
+
+	number_names = palloc0(sizeof(char *) * size);
+	max_number = 0;
+	rel = table_open(CatalogRelid(CD_REL_SHARD_NUMBER), AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		bool		isnull;
+		int			number = DatumGetInt16(heap_getattr(tuple, 1, RelationGetDescr(rel), &isnull));
+		Datum		name = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
+
+		if (number <= 0)
+			continue;
+		if (number >= size)
+		{
+			int			grown = Max(size * 2, number + 1);
+
+			number_names = repalloc(number_names, sizeof(char *) * grown);
+			memset(number_names + size, 0, sizeof(char *) * (grown - size));
+			size = grown;
+		}
+		number_names[number] = TextDatumGetCString(name);
+		max_number = Max(max_number, number);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -176,6 +221,7 @@ load_shards(void)
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	load_numbers(snapshot);
 	CatalogReleaseSnapshot(snapshot);
 
 	list_sort(shard_cache, shard_name_cmp);
@@ -234,6 +280,36 @@ ShardReadSet(int *count)
 	}
 	*count = n;
 	return out;
+}
+
+/*
+ * ShardNumber returns the number of shard name 'name' in the mapping store
+ * (see collegedb.shard_number); a name never registered has none, which
+ * is an internal error here: callers pass registered shards.
+ */
+int16
+ShardNumber(const char *name)
+{
+	if (!shard_cache_valid)
+		load_shards();
+	for (int i = 1; i <= max_number; i++)
+		if (number_names[i] && strcmp(number_names[i], name) == 0)
+			return (int16) i;
+	elog(ERROR, "shard \"%s\" has no number", name);
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * ShardNumberName returns the shard name that 'number' stands for, or NULL
+ * for a number never given out.  The string belongs to the cache (see
+ * ShardList).
+ */
+const char *
+ShardNumberName(int number)
+{
+	if (!shard_cache_valid)
+		load_shards();
+	return number > 0 && number <= max_number ? number_names[number] : NULL;
 }
 
 /*
@@ -332,6 +408,21 @@ ShardInsert(const char *name, const char *region, double priority,
 		DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
 	(void) CatalogExec("INSERT INTO collegedb.shard (name, region, priority, physical_id, tags) "
 					   "VALUES ($1, $2, $3, $4, $5)", 5, types, values, nulls, false, NULL);
+
+	/*
+	 * A new name gets the next number; the lock makes concurrent additions
+	 * take turns, and a name registered before keeps its number.
+	 */
+	if (CatalogExecTexts(NULL, "SELECT 1 FROM collegedb.shard_number WHERE name = $1",
+						 1, &name, false, NULL) == 0)
+	{
+		(void) CatalogExec("LOCK TABLE collegedb.shard_number IN SHARE ROW EXCLUSIVE MODE",
+						   0, NULL, NULL, NULL, false, NULL);
+		(void) CatalogExecTexts(NULL, "INSERT INTO collegedb.shard_number (number, name) "
+								"SELECT coalesce(max(number), 0) + 1, $1 FROM collegedb.shard_number "
+								"ON CONFLICT (name) DO NOTHING",
+								1, &name, false, NULL);
+	}
 }
 
 /*

@@ -62,6 +62,8 @@ ShardIs(const CdShard *a, const CdShard *b)
 extern void ShardCatalogInit(void);
 extern const CdShard *ShardLookup(const char *name);
 extern const CdShard *ShardLookupOptional(const char *name);
+extern int16 ShardNumber(const char *name);
+extern const char *ShardNumberName(int number);
 extern List *ShardList(void);
 extern List *ShardListNonEmpty(void);
 extern const CdShard **ShardReadSet(int *count);

@@ -34,7 +34,6 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "common/cryptohash.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/sha2.h"
@@ -44,7 +43,6 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "catalog/catalog.h"
@@ -186,40 +184,6 @@ get_cache(void)
 	return mapping_cache;
 }
 
-/*
- * digest_key computes the SHA-256 of the key's UTF-8 bytes, with one
- * digest context for the backend's life, initialised again for each key
- * instead of made and freed per key.  It belongs to a resource owner of
- * its own, which no transaction's end releases.
- */
-static void
-digest_key(const char *key, int key_len, uint8 *digest)
-{
-	static pg_cryptohash_ctx *ctx = NULL;
-	const char *utf8 = pg_server_to_any(key, key_len, PG_UTF8);
-
-	if (ctx == NULL)
-	{
-		static ResourceOwner owner = NULL;
-		ResourceOwner saved = CurrentResourceOwner;
-
-		if (owner == NULL)
-			owner = ResourceOwnerCreate(NULL, "collegedb key digest");
-		CurrentResourceOwner = owner;
-		ctx = pg_cryptohash_create(PG_SHA256);
-		CurrentResourceOwner = saved;
-		if (ctx == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory")));
-	}
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) utf8,
-							 utf8 == key ? key_len : strlen(utf8)) < 0 ||
-		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
-}
-
 static char *
 stored_form(const char *key, int key_len, const uint8 *digest)
 {
@@ -227,22 +191,22 @@ stored_form(const char *key, int key_len, const uint8 *digest)
 
 	if (!ConfigGet()->hash_mappings)
 		return pnstrdup(key, key_len);
-	hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
-	hex[hex_encode((const char *) digest, PG_SHA256_DIGEST_LENGTH, hex)] = '\0';
+	hex = palloc(MAPPING_ID_LEN * 2 + 1);
+	hex[hex_encode((const char *) digest, MAPPING_ID_LEN, hex)] = '\0';
 	return hex;
 }
 
 /*
- * RouterStoredKey returns the form in which the mapping store keeps a key:
- * the lowercase hex SHA-256 of its UTF-8 bytes, or the key itself when
- * hash_mappings is off.
+ * RouterStoredKey returns the form in which collegedb keeps a key: its id
+ * in the mapping store (the first 128 bits of the SHA-256 of its UTF-8
+ * bytes) in lowercase hex, or the key itself when hash_mappings is off.
  */
 char *
 RouterStoredKey(const char *key, int key_len)
 {
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 
-	digest_key(key, key_len, digest);
+	MappingDigest(key, key_len, digest);
 	return stored_form(key, key_len, digest);
 }
 
@@ -354,7 +318,7 @@ RouterFindMapping(const char *key, int key_len, const CdShard **shard)
 	char		buf[NAMEDATALEN];
 	const char *name;
 
-	digest_key(key, key_len, digest);
+	MappingDigest(key, key_len, digest);
 	name = find_mapping(key, key_len, digest, buf, true, true);
 	if (name == NULL)
 		return false;
@@ -479,7 +443,7 @@ RouterSaveNewKeys(int n, char *const *keys, const int *key_lens,
 	digests = palloc(PG_SHA256_DIGEST_LENGTH * n);
 	for (int i = 0; i < n; i++)
 	{
-		digest_key(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
+		MappingDigest(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
 		stored[i] = stored_form(keys[i], key_lens[i], digests + i * PG_SHA256_DIGEST_LENGTH);
 		shards[i] = picked[i]->name;
 	}
@@ -519,7 +483,7 @@ RouterFindExceptions(int n, char *const *keys, const int *key_lens, const CdShar
 	names = palloc(NAMEDATALEN * n);
 	for (int i = 0; i < n; i++)
 	{
-		digest_key(keys[i], key_lens[i], digest);
+		MappingDigest(keys[i], key_lens[i], digest);
 		stored[i] = stored_form(keys[i], key_lens[i], digest);
 	}
 	MappingFindMany(n, stored, names);
@@ -574,7 +538,7 @@ resolve(const char *key, int key_len, bool for_write, bool save, bool *defer,
 
 	if (!exception_later)
 	{
-		digest_key(key, key_len, digest);
+		MappingDigest(key, key_len, digest);
 		name = find_mapping(key, key_len, digest, buf, defer == NULL,
 							defer == NULL || !placement_needs_no_probe(config));
 		if (name != NULL)
@@ -656,7 +620,7 @@ RouterRecordException(const char *key, int key_len, const CdShard *shard)
 
 	if (RecoveryInProgress())
 		return;
-	digest_key(key, key_len, digest);
+	MappingDigest(key, key_len, digest);
 	MappingInsert(stored_form(key, key_len, digest), shard->name, owner);
 	saved_in_xact = true;
 	cache_put(digest, owner, GetCurrentStatementStartTimestamp());

@@ -21,7 +21,10 @@
 #include "utils/portal.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/uuid.h"
+#include "common/sha2.h"
 
+#include "catalog/mappings.h"
 #include "catalog/tables.h"
 #include "remote/fanout.h"
 #include "remote/remote.h"
@@ -38,6 +41,7 @@ PG_FUNCTION_INFO_V1(collegedb_all_by_lookup_key);
 PG_FUNCTION_INFO_V1(collegedb_shard_for_key);
 PG_FUNCTION_INFO_V1(collegedb_route);
 PG_FUNCTION_INFO_V1(collegedb_mapping_key);
+PG_FUNCTION_INFO_V1(collegedb_mapping_id);
 PG_FUNCTION_INFO_V1(collegedb_cache_stats);
 
 /*
@@ -369,6 +373,23 @@ collegedb_mapping_key(PG_FUNCTION_ARGS)
 
 	PG_RETURN_TEXT_P(cstring_to_text(RouterStoredKey(VARDATA_ANY(key),
 													 VARSIZE_ANY_EXHDR(key))));
+}
+
+/*
+ * collegedb_mapping_id returns a key's id in the mapping store: the first
+ * 128 bits of the SHA-256 of its UTF-8 bytes, whatever the settings.
+ */
+Datum
+collegedb_mapping_id(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
+
+	StaticAssertStmt(MAPPING_ID_LEN == UUID_LEN, "a key id is a uuid");
+	MappingDigest(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), digest);
+	memcpy(id->data, digest, UUID_LEN);
+	PG_RETURN_UUID_P(id);
 }
 
 /*

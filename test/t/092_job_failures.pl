@@ -64,9 +64,9 @@ for my $s (qw(s1 s2))
 	$shard->safe_psql($s,
 		"INSERT INTO items SELECT k, 1 FROM unnest(string_to_array('$list', ',')) AS k");
 }
-sql(qq{INSERT INTO collegedb.mapping (key, record, shard)
-	SELECT collegedb.mapping_key(k), collegedb.mapping_key(k), collegedb.rendezvous_owner(k, ARRAY['s1', 's2'])
-	  FROM ($keys) AS s});
+sql(qq{INSERT INTO collegedb.mapping (key, shard)
+	SELECT collegedb.mapping_id(k), n.number
+	  FROM ($keys) AS s JOIN collegedb.shard_number n ON n.name = collegedb.rendezvous_owner(k, ARRAY['s1', 's2'])});
 note sprintf 'seeding %d keys took %.1f s', $NKEYS, time - $t0;
 
 # "rows read through the front / distinct keys / rows on the shard their mapping
@@ -79,7 +79,7 @@ sub placement
 		                 WHERE error IS NULL)
 		SELECT (SELECT count(*) FROM items) || '/' ||
 		       (SELECT count(DISTINCT id) FROM items) || '/' ||
-		       (SELECT count(*) FROM placed p JOIN collegedb.mapping m
+		       (SELECT count(*) FROM placed p JOIN collegedb.mappings m
 		            ON m.key = collegedb.mapping_key(p.k) AND m.shard = p.shard) || '/' ||
 		       (SELECT count(*) FROM placed p WHERE p.shard = collegedb.rendezvous_owner(p.k, $owners))});
 }

@@ -93,12 +93,13 @@ sqlite_exec($sqlite,
 	'BEGIN; INSERT INTO items VALUES ' . join(', ', map { "('l$_', 1)" } 1 .. $NOTHER) . ';'
 	  . 'INSERT INTO notes VALUES ' . join(', ', map { "('l$_', 7)" } grep { $_ % 10 == 0 } 1 .. $NOTHER)
 	  . '; COMMIT;');
-sql(qq{INSERT INTO collegedb.mapping (key, record, shard)
-	SELECT collegedb.mapping_key(k), collegedb.mapping_key(k), collegedb.rendezvous_owner(k, ARRAY['p1', 'p2'])
-	  FROM ($pkeys UNION ALL $small) AS s;
-	INSERT INTO collegedb.mapping (key, record, shard)
-	SELECT collegedb.mapping_key(p || i), collegedb.mapping_key(p || i), CASE p WHEN 'm' THEN 'm1' ELSE 'l1' END
-	  FROM generate_series(1, $NOTHER) AS i, unnest(ARRAY['m', 'l']) AS p});
+sql(qq{INSERT INTO collegedb.mapping (key, shard)
+	SELECT collegedb.mapping_id(k), n.number
+	  FROM ($pkeys UNION ALL $small) AS s JOIN collegedb.shard_number n ON n.name = collegedb.rendezvous_owner(k, ARRAY['p1', 'p2']);
+	INSERT INTO collegedb.mapping (key, shard)
+	SELECT collegedb.mapping_id(p || i), n.number
+	  FROM generate_series(1, $NOTHER) AS i, unnest(ARRAY['m', 'l']) AS p
+	  JOIN collegedb.shard_number n ON n.name = CASE p WHEN 'm' THEN 'm1' ELSE 'l1' END});
 note sprintf 'seeding took %.1f s', time - $t0;
 my $nitems = $NKEYS + 2 * $NOTHER;
 my $nnotes = int($NKEYS / 10) + 2 * int($NOTHER / 10);
@@ -113,7 +114,7 @@ sub placement
 		                 WHERE error IS NULL)
 		SELECT (SELECT count(*) FROM $table) || '/' ||
 		       (SELECT count(DISTINCT id) FROM $table) || '/' ||
-		       (SELECT count(*) FROM placed p JOIN collegedb.mapping m
+		       (SELECT count(*) FROM placed p JOIN collegedb.mappings m
 		            ON m.key = collegedb.mapping_key(p.k) AND m.shard = p.shard) || '/' ||
 		       (SELECT count(*) FROM placed p WHERE p.shard = collegedb.rendezvous_owner(p.k, $owners))});
 }
@@ -219,7 +220,7 @@ is(placement('items', q{ARRAY['p1', 'p2', 'p3']}), "$nitems/$nitems/$nitems/$nit
 	'the first table is as it was');
 # a tombstone names where its key went, never the shard it is on
 is( sql(q{SELECT count(*) FROM collegedb.fanout('SELECT shard_key, moved_to FROM collegedb_tombstones WHERE table_name <> ''''') t
-	JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(t.value->>'shard_key')
+	JOIN collegedb.mappings m ON m.key = collegedb.mapping_key(t.value->>'shard_key')
 	WHERE t.error IS NULL AND m.shard = t.shard}),
 	'0', 'no shard holds a tombstone of a key that lives on it');
 

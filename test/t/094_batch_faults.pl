@@ -98,9 +98,9 @@ for my $s (qw(p1 p2))
 		INSERT INTO notes SELECT k, 7 FROM unnest(string_to_array('$list', ',')) AS k
 		 WHERE substr(k, 2)::int % 10 = 0;});
 }
-sql(qq{INSERT INTO collegedb.mapping (key, record, shard)
-	SELECT collegedb.mapping_key(k), collegedb.mapping_key(k), collegedb.rendezvous_owner(k, ARRAY['p1', 'p2'])
-	  FROM ($allkeys) AS s});
+sql(qq{INSERT INTO collegedb.mapping (key, shard)
+	SELECT collegedb.mapping_id(k), n.number
+	  FROM ($allkeys) AS s JOIN collegedb.shard_number n ON n.name = collegedb.rendezvous_owner(k, ARRAY['p1', 'p2'])});
 note sprintf 'seeding %d keys took %.1f s', $PER * @cases, time - $t0;
 sql(q{SELECT collegedb.add_shard('p3')});
 
@@ -227,7 +227,7 @@ sub check_table
 		WITH placed AS (SELECT value->>'id' AS k, value->>'v' AS v, shard
 		                  FROM collegedb.fanout('SELECT id, v FROM $table') WHERE error IS NULL)
 		SELECT p.k, p.v, p.shard, coalesce(m.shard, '-'), collegedb.rendezvous_owner(p.k, $owners3)
-		  FROM placed p LEFT JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(p.k)});
+		  FROM placed p LEFT JOIN collegedb.mappings m ON m.key = collegedb.mapping_key(p.k)});
 	my (%seen, @twice, @unmapped, @unowned, @lost_ack, @extra);
 	for my $line (split /\n/, $rows)
 	{

@@ -180,7 +180,8 @@ my %views = (
 	map      => 'SELECT version, digest, slots, ranges FROM collegedb.shard_map',
 	topology => q{SELECT collegedb.topology_snapshot('tenant-1') - 'coordinator', (SELECT array_agg(channel || ':' || members ORDER BY channel) FROM collegedb.topology_channel)},
 	lookups  => q{SELECT collegedb.get_lookup_keys('rec-1')},
-	mapping  => 'SELECT key, record, shard, keys FROM collegedb.mapping ORDER BY key');
+	mapping  => 'SELECT key, shard, record, keys, name FROM collegedb.mapping ORDER BY key',
+	numbers  => 'SELECT number, name FROM collegedb.shard_number ORDER BY number');
 
 sub views
 {
@@ -198,12 +199,12 @@ sub routes
 		  FROM unnest(ARRAY[$list]) AS k ORDER BY k});
 }
 
-my @app_views = qw(shards settings tables map topology lookups);
+my @app_views = qw(shards settings tables map topology lookups mapping numbers);
 my $app_before = views($old, 'app', @app_views);
 my $app_routes = routes($old, 'app', 'items', 'id', 'v', grep { !/^(mail|phone)-/ } @keys);
 my $lookup_routes = $old->safe_psql('app', q{SELECT collegedb.shard_for_key(k) FROM unnest(ARRAY['mail-1', 'phone-1']) AS k});
 my $comp_routes = routes($old, 'comp', 'events', 'user_id', 'n', @ckeys);
-my $comp_before = views($old, 'comp', qw(shards settings tables epochs mapping));
+my $comp_before = views($old, 'comp', qw(shards settings tables epochs mapping numbers));
 $old->stop('fast');
 
 # --- the new front -------------------------------------------------------------------
@@ -293,9 +294,9 @@ like( $new->safe_psql('app', q{
 # comp: computed placement
 is(routes($new, 'comp', 'events', 'user_id', 'n', @ckeys), $comp_routes,
 	'comp: every key has the same shard, route (computed or exception) and row');
-my $comp_after = views($new, 'comp', qw(shards settings tables epochs mapping));
+my $comp_after = views($new, 'comp', qw(shards settings tables epochs mapping numbers));
 is($comp_after->{$_}, $comp_before->{$_}, "comp: collegedb.$_ is as on the old front")
-  for qw(shards settings tables epochs mapping);
+  for qw(shards settings tables epochs mapping numbers);
 like($comp_routes, qr/:exception/, 'comp: some keys route through their exception');
 
 # reb: the rebalance in flight at the dump (and still at the old front's end) is run

@@ -168,7 +168,7 @@ is($pga->safe_psql('a', q{SELECT string_agg(id || '=' || v, ' ' ORDER BY id) FRO
 
 my $catalog_sql = q{
 	SELECT md5(string_agg(t, ' ' ORDER BY t)) FROM (
-	  SELECT key || shard AS t FROM collegedb.mapping
+	  SELECT key || shard AS t FROM collegedb.mappings
 	  UNION ALL SELECT name || drain || writable FROM collegedb.shard
 	  UNION ALL SELECT row_to_json(c)::text FROM collegedb.config c
 	  UNION ALL SELECT id || step FROM collegedb.move

@@ -61,9 +61,9 @@ for my $s (qw(p1 p2))
 		WHERE collegedb.rendezvous_owner(k, ARRAY['p1', 'p2']) = '$s'});
 	$pg->safe_psql($s, "INSERT INTO items SELECT k, 1 FROM unnest(string_to_array('$list', ',')) AS k");
 }
-$primary->safe_psql('postgres', qq{INSERT INTO collegedb.mapping (key, record, shard)
-	SELECT collegedb.mapping_key(k), collegedb.mapping_key(k), collegedb.rendezvous_owner(k, ARRAY['p1', 'p2'])
-	  FROM ($keys_sql) AS s});
+$primary->safe_psql('postgres', qq{INSERT INTO collegedb.mapping (key, shard)
+	SELECT collegedb.mapping_id(k), n.number
+	  FROM ($keys_sql) AS s JOIN collegedb.shard_number n ON n.name = collegedb.rendezvous_owner(k, ARRAY['p1', 'p2'])});
 
 # Rows of items on the shards, read on the shards themselves: "rows/distinct keys".
 sub on_shards
@@ -92,7 +92,7 @@ sub placement
 		                 WHERE error IS NULL)
 		SELECT (SELECT count(*) FROM placed) || '/' ||
 		       (SELECT count(DISTINCT k) FROM placed) || '/' ||
-		       (SELECT count(*) FROM placed p JOIN collegedb.mapping m
+		       (SELECT count(*) FROM placed p JOIN collegedb.mappings m
 		            ON m.key = collegedb.mapping_key(p.k) AND m.shard = p.shard) || '/' ||
 		       (SELECT count(*) FROM placed p WHERE p.shard = collegedb.rendezvous_owner(p.k, $owners)) || '/' ||
 		       (SELECT count(*) FROM ($keys_sql) AS s,
@@ -189,7 +189,7 @@ for my $case (@cases)
 		        (SELECT key FROM collegedb.moves WHERE job_id = $job AND step = 'done')}),
 		$moved, "$label: a routed read of every moved key returns its row");
 	is( $next->safe_psql('postgres', q{SELECT count(*) FROM collegedb.fanout('SELECT shard_key FROM collegedb_tombstones') t
-		JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(t.value->>'shard_key')
+		JOIN collegedb.mappings m ON m.key = collegedb.mapping_key(t.value->>'shard_key')
 		WHERE t.error IS NULL AND m.shard = t.shard}),
 		'0', "$label: no shard holds a tombstone of a key that lives on it");
 	$front = $next;

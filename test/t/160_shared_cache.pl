@@ -98,7 +98,7 @@ sub disagree
 	my ($prefix, $n) = @_;
 	return qq{
 	SELECT count(*) FROM generate_series(1, $n) AS i, collegedb.route('$prefix' || i) AS r
-	 WHERE r.shard IS DISTINCT FROM (SELECT m.shard FROM collegedb.mapping m
+	 WHERE r.shard IS DISTINCT FROM (SELECT m.shard FROM collegedb.mappings m
 	                                  WHERE m.key = collegedb.mapping_key('$prefix' || i))};
 }
 my $disagree = disagree('k', 200);
@@ -130,7 +130,7 @@ is(bg_query($b, $disagree)->{stdout}, '0', 'and so does the warm backend');
 is($front->safe_psql('postgres', q{SELECT string_agg(shard || ':' || (value->>'n'), ' ' ORDER BY shard)
 	FROM collegedb.fanout('SELECT count(*) AS n FROM items')}),
 	$front->safe_psql('postgres', q{SELECT string_agg(shard || ':' || n, ' ' ORDER BY shard)
-	FROM (SELECT shard, count(*) AS n FROM collegedb.mapping GROUP BY shard) s}),
+	FROM (SELECT shard, count(*) AS n FROM collegedb.mappings GROUP BY shard) s}),
 	'the rows are where the mappings say');
 
 # --- concurrent changes and reads -------------------------------------------------
@@ -168,7 +168,7 @@ is(fresh($front, 'postgres', q{SELECT source FROM collegedb.route('new1')}), "st
 sub mapped
 {
 	my ($db, $key) = @_;
-	my $m = $front->safe_psql($db, qq{SELECT shard FROM collegedb.mapping WHERE key = collegedb.mapping_key('$key')});
+	my $m = $front->safe_psql($db, qq{SELECT shard FROM collegedb.mappings WHERE key = collegedb.mapping_key('$key')});
 	return ($m, $m eq 'a' ? 'b' : 'a');
 }
 
@@ -211,7 +211,7 @@ my ($m60, $o60) = mapped('postgres', 'k60');
 is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k60')}), "$m60\n0/1/1", 'k60 read and published');
 # behind collegedb's back: no trigger, no invalidation
 $front->safe_psql('postgres', qq{SET session_replication_role = replica;
-	UPDATE collegedb.mapping SET shard = '$o60' WHERE key = collegedb.mapping_key('k60')});
+	UPDATE collegedb.mapping SET shard = (SELECT n.number FROM collegedb.shard_number n WHERE n.name = '$o60') WHERE key = collegedb.mapping_id('k60')});
 is(fresh($front, 'postgres', q{SELECT shard FROM collegedb.route('k60')}), "$m60\n1/0/0",
 	'within the TTL a new connection still gets the shared entry');
 ok(poll_until($front, q{SELECT shard FROM collegedb.route('k60')}, $o60, 30),

@@ -75,7 +75,7 @@ sub check_load
 		"$what: each row on exactly one shard");
 	is( $front->safe_psql('postgres',
 			qq{SELECT count(*) FROM shard_rows r
-			   LEFT JOIN collegedb.mapping m ON m.key = collegedb.mapping_key(r.id::text)
+			   LEFT JOIN collegedb.mappings m ON m.key = collegedb.mapping_key(r.id::text)
 			   WHERE r.id BETWEEN $lo AND $hi AND m.shard IS DISTINCT FROM r.shard}),
 		'0', "$what: each row on the shard its key's mapping names");
 	is( $front->safe_psql('postgres',
@@ -84,7 +84,7 @@ sub check_load
 			     AND collegedb.rendezvous_owner(r.id::text, ARRAY['l', 'm', 'p']) <> r.shard}),
 		'0', "$what: each key placed where a one-row INSERT places it (rendezvous)");
 	is( $front->safe_psql('postgres',
-			"SELECT count(*) FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_key(i::text) FROM generate_series($lo, $hi) AS i)"),
+			"SELECT count(*) FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_id(i::text) FROM generate_series($lo, $hi) AS i)"),
 		$n, "$what: one mapping per new key");
 	is($pg->safe_psql('app', 'SELECT count(*) FROM pg_prepared_xacts'),
 		'0', "$what: nothing left prepared on the PostgreSQL shard");
@@ -96,12 +96,12 @@ sub check_load
 $front->safe_psql('postgres',
 	join("\n", map { "INSERT INTO items VALUES (-$_, 0, 1, 'one');" } 1 .. 300));
 is( $front->safe_psql('postgres',
-		q{SELECT count(*) FROM collegedb.mapping m
+		q{SELECT count(*) FROM collegedb.mappings m
 		  JOIN generate_series(1, 300) AS i ON m.key = collegedb.mapping_key((-i)::text)
 		  WHERE m.shard = collegedb.rendezvous_owner((-i)::text, ARRAY['l', 'm', 'p'])}),
 	'300', 'one-row INSERTs: each key mapped to its rendezvous owner');
 is( $front->safe_psql('postgres',
-		q{SELECT count(DISTINCT m.shard) FROM collegedb.mapping m
+		q{SELECT count(DISTINCT m.shard) FROM collegedb.mappings m
 		  JOIN generate_series(1, 300) AS i ON m.key = collegedb.mapping_key((-i)::text)}),
 	'3', '... over all three shards');
 
@@ -178,7 +178,7 @@ my $from  = $front->safe_psql('postgres', "SELECT collegedb.shard_for_key('$move
 my $to    = $from eq 'p' ? 'm' : 'p';
 $front->safe_psql('postgres', "SELECT collegedb.reassign_shard('$moved', '$to')");
 $front->safe_psql('postgres',
-	"UPDATE collegedb.mapping SET shard = '$from' WHERE key = collegedb.mapping_key('$moved')");
+	"UPDATE collegedb.mapping SET shard = (SELECT n.number FROM collegedb.shard_number n WHERE n.name = '$from') WHERE key = collegedb.mapping_id('$moved')");
 $r = psql_outcome($front, "UPDATE items SET v = v + 1 WHERE id = ANY('{$keys}'::int[])");
 is($r->{stderr}, '', 'UPDATE ... = ANY with a key behind a stale mapping: no error');
 is($front->safe_psql('postgres', "SELECT count(*), sum(v) FROM items WHERE id = ANY('{$keys}'::int[])"),

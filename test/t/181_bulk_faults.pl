@@ -129,7 +129,7 @@ nothing_prepared('after the shard restart');
 is(rows_on($pa, 'a', $rows + 1, 2 * $rows) + rows_on($pb, 'b', $rows + 1, 2 * $rows), 0,
 	'after the shard restart: no row of the load on either shard');
 is( $front->safe_psql('postgres',
-		"SELECT count(*) FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_key(i::text) FROM generate_series($rows + 1, 2 * $rows) AS i)"),
+		"SELECT count(*) FROM collegedb.mapping WHERE key IN (SELECT collegedb.mapping_id(i::text) FROM generate_series($rows + 1, 2 * $rows) AS i)"),
 	'0', '... and no mapping of it');
 $r = psql_outcome($front, "COPY items FROM '$file2'", timeout => 600);
 is($r->{stderr}, '', 'the COPY runs again after the restart');
