@@ -260,6 +260,7 @@ DECLARE
     total bigint := (SELECT count(*) FROM collegedb.mapping);
     done bigint := 0;
     chunk bigint;
+    copied bigint;
     last text;
 BEGIN
     LOOP
@@ -281,13 +282,18 @@ BEGIN
                    CASE WHEN hashed THEN NULL ELSE c.key END
               FROM c JOIN collegedb.shard_number sn ON sn.name = c.shard
             RETURNING 1)
-        SELECT (SELECT count(*) FROM ins), (SELECT max(c.key) FROM c) INTO chunk, last;
+        SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM ins), (SELECT max(c.key) FROM c)
+          INTO chunk, copied, last;
         EXIT WHEN chunk = 0;
-        done := done + chunk;
+        done := done + copied;
         IF total >= 1000000 THEN
             RAISE NOTICE 'collegedb: converted % of % mappings', done, total;
         END IF;
     END LOOP;
+    IF done <> total THEN
+        RAISE EXCEPTION 'collegedb: converted % of % mappings', done, total
+            USING ERRCODE = 'data_corrupted';
+    END IF;
     IF hashed THEN
         UPDATE collegedb.job SET key = left(key, 32) WHERE key ~ '^[0-9a-f]{64}$';
         UPDATE collegedb.job_key SET key = left(key, 32) WHERE key ~ '^[0-9a-f]{64}$';
